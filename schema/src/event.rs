@@ -1,0 +1,123 @@
+//! The event record: one intercepted call.
+
+use crate::api::Api;
+use crate::write::JsonBuf;
+use serde::{Deserialize, Serialize};
+
+/// One intercepted call. Fixed-size, so the interposer's hot path can queue it without
+/// allocating. Which of the optional fields are set depends on the API (see
+/// `docs/trace-format.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Nanoseconds since the header's `start_mono_ns` (CLOCK_MONOTONIC). For frees and
+    /// releases this is taken before the real call, for everything else after it, so
+    /// that an address reused by the driver is never seen live twice.
+    pub t: u64,
+    /// Kernel thread id of the caller.
+    pub tid: u32,
+    /// Device ordinal of the caller's current context, -1 when there is none.
+    pub dev: i32,
+    pub api: Api,
+    /// The call's return code, exactly as returned to the program.
+    pub res: i32,
+    /// Device pointer, virtual address, host pointer, array or pool handle; 0 if none.
+    pub addr: u64,
+    /// Bytes the call took, freed, reserved or mapped (pitch allocations: pitch x height).
+    pub size: u64,
+    pub stream: Option<u64>,
+    pub pool: Option<u64>,
+    /// `cuMemCreate` handle (create, release, map).
+    pub handle: Option<u64>,
+    /// `cuMemMap` offset into the handle.
+    pub offset: Option<u64>,
+    /// `cuMemGetInfo`: the free and total bytes returned to the program.
+    pub free: Option<u64>,
+    pub total: Option<u64>,
+    /// Stack id (0: no stack recorded).
+    pub stack: u64,
+}
+
+impl Event {
+    /// A record with only the always-present fields set.
+    pub fn new(t: u64, tid: u32, dev: i32, api: Api, res: i32) -> Event {
+        Event {
+            t,
+            tid,
+            dev,
+            api,
+            res,
+            addr: 0,
+            size: 0,
+            stream: None,
+            pool: None,
+            handle: None,
+            offset: None,
+            free: None,
+            total: None,
+            stack: 0,
+        }
+    }
+
+    /// Whether the call returned success.
+    pub fn ok(&self) -> bool {
+        self.res == 0
+    }
+
+    /// Appends this event as one JSON line (with its newline). Never allocates.
+    pub fn write_json(&self, out: &mut JsonBuf) {
+        out.raw("{\"t\":");
+        out.u64(self.t);
+        out.raw(",\"tid\":");
+        out.u64(self.tid as u64);
+        out.raw(",\"dev\":");
+        out.i64(self.dev as i64);
+        out.raw(",\"api\":\"");
+        out.raw(self.api.name());
+        out.raw("\",\"res\":");
+        out.i64(self.res as i64);
+        let fields = [
+            ("addr", (self.addr != 0).then_some(self.addr)),
+            ("size", (self.size != 0).then_some(self.size)),
+            ("stream", self.stream),
+            ("pool", self.pool),
+            ("handle", self.handle),
+            ("offset", self.offset),
+            ("free", self.free),
+            ("total", self.total),
+            ("stack", (self.stack != 0).then_some(self.stack)),
+        ];
+        for (key, value) in fields {
+            if let Some(v) = value {
+                out.raw(",\"");
+                out.raw(key);
+                out.raw("\":");
+                out.u64(v);
+            }
+        }
+        out.raw("}\n");
+    }
+}
+
+/// The last record of a trace whose process ended normally. Its absence means the
+/// process was killed (or is still running).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct End {
+    /// Time of the end record, as in [`Event::t`].
+    pub t: u64,
+    /// Events written before this record.
+    pub events: u64,
+    /// `exit`, `_exit`, `exec`, or `signal N`.
+    pub reason: String,
+}
+
+impl End {
+    pub fn write_json(&self, out: &mut JsonBuf) {
+        out.raw("{\"end\":{\"t\":");
+        out.u64(self.t);
+        out.raw(",\"events\":");
+        out.u64(self.events);
+        out.raw(",\"reason\":\"");
+        out.raw(&self.reason);
+        out.raw("\"}}\n");
+    }
+}

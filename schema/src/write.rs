@@ -1,0 +1,115 @@
+//! A fixed-capacity line buffer for writing records without allocating.
+
+/// Where formatted JSON goes: a stack buffer of one line or more. Bytes past the capacity
+/// are dropped and [`JsonBuf::overflowed`] says so; records are far shorter than it.
+pub struct JsonBuf {
+    bytes: [u8; JsonBuf::CAPACITY],
+    len: usize,
+    overflowed: bool,
+}
+
+/// Anything that accepts formatted record lines.
+pub trait JsonOut {
+    fn line(&mut self, bytes: &[u8]);
+}
+
+impl JsonOut for Vec<u8> {
+    fn line(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Default for JsonBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JsonBuf {
+    pub const CAPACITY: usize = 512;
+
+    pub const fn new() -> JsonBuf {
+        JsonBuf {
+            bytes: [0; JsonBuf::CAPACITY],
+            len: 0,
+            overflowed: false,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.overflowed = false;
+    }
+
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Appends text that needs no JSON escaping (keys, API names, numbers).
+    pub fn raw(&mut self, s: &str) {
+        let b = s.as_bytes();
+        if self.len + b.len() > Self::CAPACITY {
+            self.overflowed = true;
+            return;
+        }
+        self.bytes[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+
+    pub fn u64(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        // Digits are ASCII, so this is valid UTF-8.
+        self.raw(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+    }
+
+    pub fn i64(&mut self, v: i64) {
+        if v < 0 {
+            self.raw("-");
+        }
+        self.u64(v.unsigned_abs());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_formatted_like_json() {
+        let mut b = JsonBuf::new();
+        b.u64(0);
+        b.raw(",");
+        b.u64(u64::MAX);
+        b.raw(",");
+        b.i64(-2);
+        b.raw(",");
+        b.i64(i64::MIN);
+        assert_eq!(
+            std::str::from_utf8(b.as_bytes()).unwrap(),
+            "0,18446744073709551615,-2,-9223372036854775808"
+        );
+    }
+
+    #[test]
+    fn overflow_is_reported_not_a_panic() {
+        let mut b = JsonBuf::new();
+        for _ in 0..JsonBuf::CAPACITY {
+            b.raw("xy");
+        }
+        assert!(b.overflowed());
+        assert!(b.as_bytes().len() <= JsonBuf::CAPACITY);
+    }
+}
