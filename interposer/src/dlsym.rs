@@ -1,0 +1,131 @@
+//! The `dlsym` override: every path to a CUDA function crosses it (the runtime's one
+//! `dlsym` of `cuGetProcAddress_v2`, cudarc's and PyTorch's `dlsym` of driver names).
+
+// Each exported function's safety contract is that of the C function it stands in for.
+#![allow(clippy::missing_safety_doc)]
+
+use crate::symbols;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// glibc's `dlsym`, found once. Not exported: the jump reads it PC-relative.
+static VRAMTRACE_REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+
+/// Finds glibc's `dlsym` without calling `dlsym`: glibc 2.34 moved it into libc.so.6 and
+/// dropped `_dl_sym`/`__libc_dlsym`, so ask `dlvsym` for each version it has carried.
+extern "C" fn resolve_real_dlsym() -> usize {
+    let p = VRAMTRACE_REAL_DLSYM.load(Ordering::Acquire);
+    if p != 0 {
+        return p;
+    }
+    let versions: &[&CStr] = &[c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17", c"GLIBC_2.0"];
+    for v in versions {
+        // SAFETY: valid C strings; dlvsym is not overridden.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), v.as_ptr()) } as usize;
+        if p != 0 {
+            VRAMTRACE_REAL_DLSYM.store(p, Ordering::Release);
+            return p;
+        }
+    }
+    unavailable as *const () as usize
+}
+
+/// Stands in when glibc's `dlsym` cannot be found at all: answers "no such symbol"
+/// rather than jumping to address 0.
+extern "C" fn unavailable(_: *mut c_void, _: *const c_char) -> *mut c_void {
+    std::ptr::null_mut()
+}
+
+/// Calls glibc's `dlsym` from vramtrace's own code (so `RTLD_NEXT` means "after us").
+///
+/// # Safety
+/// Same contract as `dlsym`.
+pub unsafe fn real_dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    let f: DlsymFn = std::mem::transmute::<usize, DlsymFn>(resolve_real_dlsym());
+    f(handle, name)
+}
+
+/// `dlsym(RTLD_NEXT, ...)` resolves "next" relative to its caller's return address. A
+/// forwarding call would make this library the caller: OpenMP's tool loader then found
+/// itself and `import torch` spun forever. So RTLD_NEXT lookups leave by a tail jump,
+/// with the original return address still on the stack.
+#[cfg(all(target_arch = "x86_64", not(test)))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "cmp rdi, -1",
+        "je 2f",
+        "jmp {lookup}",
+        "2:",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jz 3f",
+        "jmp rax",
+        "3:",
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {resolve}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "jmp rax",
+        lookup = sym dlsym_lookup,
+        real = sym VRAMTRACE_REAL_DLSYM,
+        resolve = sym resolve_real_dlsym,
+    )
+}
+
+#[cfg(all(target_arch = "aarch64", not(test)))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    // Same idea as x86-64: RTLD_NEXT (-1) leaves by a branch with x30 (the caller's
+    // return address) untouched.
+    core::arch::naked_asm!(
+        "cmn x0, #1",
+        "b.ne {lookup}",
+        "stp x0, x1, [sp, #-32]!",
+        "str x30, [sp, #16]",
+        "bl {resolve}",
+        "mov x16, x0",
+        "ldr x30, [sp, #16]",
+        "ldp x0, x1, [sp], #32",
+        "br x16",
+        lookup = sym dlsym_lookup,
+        resolve = sym resolve_real_dlsym,
+    )
+}
+
+/// A lookup in a specific handle or the default scope: the real answer, replaced by a
+/// wrapper when it is exactly a CUDA memory or lookup function.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn dlsym_lookup(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    // SAFETY: forwarding the caller's own arguments.
+    let p = unsafe { real_dlsym(handle, name) };
+    if name.is_null() {
+        return p;
+    }
+    std::panic::catch_unwind(|| {
+        // SAFETY: dlsym's contract: name is a C string.
+        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        if symbols::Slot::find(bytes).is_none() {
+            return p;
+        }
+        let mut real = p as usize;
+        if real != 0 && symbols::is_ours(real) {
+            // The default scope found our own export: the answer the program would get
+            // without vramtrace is the next definition, or none.
+            // SAFETY: RTLD_NEXT from our own code.
+            real = unsafe { real_dlsym(libc::RTLD_NEXT, name) } as usize;
+            if real == 0 || symbols::is_ours(real) {
+                return std::ptr::null_mut();
+            }
+        }
+        symbols::wrap(bytes, real) as *mut c_void
+    })
+    .unwrap_or(p)
+}

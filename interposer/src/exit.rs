@@ -1,0 +1,165 @@
+//! Every way a process ends or replaces itself, so that no recorded event is lost:
+//! return from `main`/`exit` (the library destructor), `_exit`, `exec*`, fatal signals,
+//! and `fork` (the child gets a trace of its own).
+#![allow(non_snake_case)]
+// Each exported function's safety contract is that of the C function it stands in for.
+#![allow(clippy::missing_safety_doc)]
+
+use crate::{clock, guard, settings, warn, writer};
+use std::ffi::{c_char, c_int};
+use std::time::Duration;
+
+/// Registers the fork handlers and, for crash signals nobody handles, a last flush.
+pub fn install() {
+    // SAFETY: plain function pointers with the expected signatures.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
+    }
+    for sig in [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGABRT,
+    ] {
+        install_crash_handler(sig);
+    }
+}
+
+/// Only where the disposition is the default (the process would die anyway): a program's
+/// own handler is never replaced. SIGTERM and SIGINT are left alone, since changing them
+/// is visible (Python reports a foreign handler); those lose at most one flush interval.
+fn install_crash_handler(sig: c_int) {
+    // SAFETY: sigaction with valid structs.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
+        }
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = on_crash as *const () as usize;
+        new.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER;
+        libc::sigemptyset(&mut new.sa_mask);
+        libc::sigaction(sig, &new, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn on_crash(sig: c_int) {
+    writer::flush_from_signal(sig);
+    // SA_RESETHAND restored the default action: die of the same signal, as without us.
+    // SAFETY: raise is async-signal-safe.
+    unsafe { libc::raise(sig) };
+}
+
+/// The end of the process image: everything queued is written, then the end record.
+pub fn finish(reason: &str) {
+    writer::finish(reason);
+}
+
+extern "C" fn before_fork() {
+    writer::before_fork();
+}
+
+extern "C" fn after_fork_parent() {
+    writer::after_fork_parent();
+}
+
+extern "C" fn after_fork_child() {
+    clock::init();
+    guard::reset_tid();
+    warn::reset();
+    writer::after_fork_child();
+    if !settings::get().children {
+        settings::stop_recording();
+    }
+}
+
+fn next(name: &std::ffi::CStr) -> usize {
+    // SAFETY: RTLD_NEXT from our own code.
+    unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+/// `_exit` skips atexit handlers and destructors: write now, waiting only briefly for the
+/// writer (it may be mid-write in another thread).
+fn before_immediate_exit() {
+    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", Duration::from_millis(200)));
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    before_immediate_exit();
+    let real = next(c"_exit");
+    if real != 0 {
+        let f = std::mem::transmute::<usize, unsafe extern "C" fn(c_int) -> !>(real);
+        f(status);
+    }
+    libc::syscall(libc::SYS_exit_group, status);
+    std::process::abort()
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    _exit(status)
+}
+
+type Argv = *const *const c_char;
+
+/// `exec*` replaces the image without running exit handlers: write first. When exec
+/// fails the program goes on and so does the trace.
+fn before_exec() {
+    let _ = std::panic::catch_unwind(|| finish("exec"));
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    before_exec();
+    let real = next(c"execve");
+    if real == 0 {
+        return -1;
+    }
+    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
+        real,
+    );
+    f(path, argv, envp)
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
+    before_exec();
+    let real = next(c"execv");
+    if real == 0 {
+        return -1;
+    }
+    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
+    f(path, argv)
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
+    before_exec();
+    let real = next(c"execvp");
+    if real == 0 {
+        return -1;
+    }
+    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
+    f(file, argv)
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    before_exec();
+    let real = next(c"execvpe");
+    if real == 0 {
+        return -1;
+    }
+    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
+        real,
+    );
+    f(file, argv, envp)
+}

@@ -1,0 +1,68 @@
+//! The hot path shared by every wrapper.
+
+use super::device;
+use crate::guard::{self, Depth};
+use crate::{clock, queue, settings, writer};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use vramtrace_schema::{Api, Event, Op};
+
+/// One intercepted call, from entry to the recorded event.
+pub struct Call {
+    _depth: Depth,
+    record: bool,
+}
+
+impl Call {
+    /// Enters the guard. Only the outermost hook on a thread records: `cudaMalloc`
+    /// reaching `cuMemAlloc_v2` inside is one user call, recorded under the runtime's name.
+    #[inline]
+    pub fn enter() -> Call {
+        let depth = Depth::enter();
+        let record = depth.outermost && settings::recording();
+        Call {
+            _depth: depth,
+            record,
+        }
+    }
+
+    /// The time to record for calls that give memory back: taken before the real call,
+    /// so that a thread reusing the freed address always has a later time.
+    #[inline]
+    pub fn time_before(&self) -> u64 {
+        if self.record {
+            clock::now()
+        } else {
+            0
+        }
+    }
+
+    /// Records the call. `fill` sets the API-specific fields. `t` is `None` for calls
+    /// timed after the real call returned.
+    #[inline]
+    pub fn finish(self, t: Option<u64>, api: Api, res: i32, fill: impl FnOnce(&mut Event)) {
+        if !self.record {
+            return;
+        }
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let t = t.unwrap_or_else(clock::now);
+            let tid = guard::tid();
+            let mut event = Event::new(t, tid, device::current(), api, res);
+            fill(&mut event);
+            submit(tid, event);
+        }));
+    }
+}
+
+fn submit(tid: u32, event: Event) {
+    let takes_memory = matches!(
+        event.api.op(),
+        Op::Alloc | Op::Create | Op::Reserve | Op::Map
+    );
+    queue::push(tid, event);
+    writer::ensure_thread();
+    // A failed allocation is usually followed by a crash: it reaches the file before the
+    // program sees the error.
+    if (takes_memory && event.res != 0) || writer::sync_writes() {
+        writer::flush();
+    }
+}

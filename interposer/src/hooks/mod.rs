@@ -1,0 +1,62 @@
+//! The wrappers handed out in place of CUDA's memory functions.
+//!
+//! Every wrapper has the exact signature of one exported CUDA symbol and follows one
+//! shape: find the real function, enter the guard, make the real call, record, return the
+//! real result unchanged. Results are kept as raw integers (not cudarc's `CUresult`
+//! enum): a code a newer driver adds must pass through, not become undefined behaviour.
+
+// Each exported function's safety contract is that of the C function it stands in for.
+#![allow(clippy::missing_safety_doc)]
+
+mod call;
+mod device;
+mod lookup;
+mod memory;
+mod pool;
+pub mod runtime;
+mod vm;
+
+pub use call::Call;
+
+/// Driver wrappers, by the module that groups them.
+pub mod driver {
+    pub use super::lookup::{cuGetProcAddress, cuGetProcAddress_v2};
+    pub use super::memory::*;
+    pub use super::pool::*;
+    pub use super::vm::*;
+}
+
+/// `CUDA_ERROR_NOT_INITIALIZED`, returned only when no library defines the real function
+/// (the wrapper was reached without a CUDA library loaded).
+pub const CUDA_ERROR_NOT_INITIALIZED: i32 = 3;
+/// `cudaErrorInitializationError`, the runtime's equivalent.
+pub const CUDA_ERROR_INITIALIZATION: i32 = 3;
+
+/// The real function of a slot as a typed pointer, or `None`.
+macro_rules! real {
+    ($slot:ident: fn($($t:ty),* $(,)?) -> $r:ty) => {{
+        let p = $crate::symbols::real($crate::symbols::Slot::$slot);
+        if p == 0 {
+            None
+        } else {
+            // SAFETY: the slot holds the address of exactly this symbol (checked by name
+            // when it was adopted), whose C signature this is.
+            Some(unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($t),*) -> $r>(p) })
+        }
+    }};
+}
+pub(crate) use real;
+
+/// Reads an out-parameter the real call filled, only when the call succeeded (on
+/// failure it may be uninitialised).
+///
+/// # Safety
+/// `p` is null or points to a `T` the call wrote on success.
+#[inline]
+pub unsafe fn out<T: Copy + Default>(res: i32, p: *const T) -> T {
+    if res != 0 || p.is_null() {
+        T::default()
+    } else {
+        std::ptr::read_unaligned(p)
+    }
+}

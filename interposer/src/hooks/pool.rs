@@ -1,0 +1,124 @@
+//! Driver wrappers: stream-ordered allocation and memory pools.
+#![allow(non_snake_case)]
+
+use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use cudarc::driver::sys::{CUdeviceptr, CUmemPoolProps, CUmemoryPool, CUstream};
+use std::ffi::c_int;
+use vramtrace_schema::Api;
+
+macro_rules! alloc_async {
+    ($name:ident, $api:ident) => {
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(dptr: *mut CUdeviceptr, size: usize, stream: CUstream) -> c_int {
+            let Some(real) = real!($name: fn(*mut CUdeviceptr, usize, CUstream) -> c_int) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let call = Call::enter();
+            let r = real(dptr, size, stream);
+            call.finish(None, Api::$api, r, |e| {
+                e.addr = out(r, dptr);
+                e.size = size as u64;
+                e.stream = Some(stream as u64);
+            });
+            r
+        }
+    };
+}
+
+macro_rules! alloc_from_pool {
+    ($name:ident, $api:ident) => {
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut CUdeviceptr,
+            size: usize,
+            pool: CUmemoryPool,
+            stream: CUstream,
+        ) -> c_int {
+            let Some(real) = real!($name: fn(*mut CUdeviceptr, usize, CUmemoryPool, CUstream) -> c_int)
+            else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let call = Call::enter();
+            let r = real(dptr, size, pool, stream);
+            call.finish(None, Api::$api, r, |e| {
+                e.addr = out(r, dptr);
+                e.size = size as u64;
+                e.stream = Some(stream as u64);
+                e.pool = Some(pool as u64);
+            });
+            r
+        }
+    };
+}
+
+macro_rules! free_async {
+    ($name:ident, $api:ident) => {
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(dptr: CUdeviceptr, stream: CUstream) -> c_int {
+            let Some(real) = real!($name: fn(CUdeviceptr, CUstream) -> c_int) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let call = Call::enter();
+            let t = call.time_before();
+            let r = real(dptr, stream);
+            call.finish(Some(t), Api::$api, r, |e| {
+                e.addr = dptr;
+                e.stream = Some(stream as u64);
+            });
+            r
+        }
+    };
+}
+
+alloc_async!(cuMemAllocAsync, CuMemAllocAsync);
+alloc_async!(cuMemAllocAsync_ptsz, CuMemAllocAsync_ptsz);
+alloc_from_pool!(cuMemAllocFromPoolAsync, CuMemAllocFromPoolAsync);
+alloc_from_pool!(cuMemAllocFromPoolAsync_ptsz, CuMemAllocFromPoolAsync_ptsz);
+free_async!(cuMemFreeAsync, CuMemFreeAsync);
+free_async!(cuMemFreeAsync_ptsz, CuMemFreeAsync_ptsz);
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemPoolCreate(
+    pool: *mut CUmemoryPool,
+    props: *const CUmemPoolProps,
+) -> c_int {
+    let Some(real) = real!(cuMemPoolCreate: fn(*mut CUmemoryPool, *const CUmemPoolProps) -> c_int)
+    else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let r = real(pool, props);
+    call.finish(None, Api::CuMemPoolCreate, r, |e| {
+        e.pool = Some(out(r, pool.cast::<u64>()))
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
+    let Some(real) = real!(cuMemPoolDestroy: fn(CUmemoryPool) -> c_int) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(pool);
+    call.finish(Some(t), Api::CuMemPoolDestroy, r, |e| {
+        e.pool = Some(pool as u64)
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: usize) -> c_int {
+    let Some(real) = real!(cuMemPoolTrimTo: fn(CUmemoryPool, usize) -> c_int) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(pool, min_bytes_to_keep);
+    call.finish(Some(t), Api::CuMemPoolTrimTo, r, |e| {
+        e.pool = Some(pool as u64);
+        e.size = min_bytes_to_keep as u64;
+    });
+    r
+}

@@ -1,0 +1,284 @@
+//! Runtime wrappers (`libcudart.so`): the `cudaMalloc` family, recorded under the runtime's
+//! names, and the runtime's driver entry-point lookups.
+#![allow(non_snake_case)]
+
+use super::lookup::wrap_result;
+use super::{out, real, Call, CUDA_ERROR_INITIALIZATION};
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use vramtrace_schema::Api;
+
+/// `cudaStream_t`, `cudaMemPool_t`: opaque handles passed through.
+type Handle = *mut c_void;
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c_int {
+    let Some(real) = real!(cudaMalloc: fn(*mut *mut c_void, usize) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(dev_ptr, size);
+    call.finish(None, Api::CudaMalloc, r, |e| {
+        e.addr = out(r, dev_ptr.cast::<u64>());
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMallocPitch(
+    dev_ptr: *mut *mut c_void,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+) -> c_int {
+    let Some(real) =
+        real!(cudaMallocPitch: fn(*mut *mut c_void, *mut usize, usize, usize) -> c_int)
+    else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(dev_ptr, pitch, width, height);
+    call.finish(None, Api::CudaMallocPitch, r, |e| {
+        e.addr = out(r, dev_ptr.cast::<u64>());
+        e.size = if r == 0 {
+            out(r, pitch) as u64 * height as u64
+        } else {
+            width as u64 * height as u64
+        };
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
+    let Some(real) = real!(cudaFree: fn(*mut c_void) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(dev_ptr);
+    call.finish(Some(t), Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMallocManaged(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> c_int {
+    let Some(real) = real!(cudaMallocManaged: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(dev_ptr, size, flags);
+    call.finish(None, Api::CudaMallocManaged, r, |e| {
+        e.addr = out(r, dev_ptr.cast::<u64>());
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMallocAsync(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    stream: Handle,
+) -> c_int {
+    let Some(real) = real!(cudaMallocAsync: fn(*mut *mut c_void, usize, Handle) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(dev_ptr, size, stream);
+    call.finish(None, Api::CudaMallocAsync, r, |e| {
+        e.addr = out(r, dev_ptr.cast::<u64>());
+        e.size = size as u64;
+        e.stream = Some(stream as u64);
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMallocFromPoolAsync(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    pool: Handle,
+    stream: Handle,
+) -> c_int {
+    let Some(real) =
+        real!(cudaMallocFromPoolAsync: fn(*mut *mut c_void, usize, Handle, Handle) -> c_int)
+    else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(dev_ptr, size, pool, stream);
+    call.finish(None, Api::CudaMallocFromPoolAsync, r, |e| {
+        e.addr = out(r, dev_ptr.cast::<u64>());
+        e.size = size as u64;
+        e.stream = Some(stream as u64);
+        e.pool = Some(pool as u64);
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> c_int {
+    let Some(real) = real!(cudaFreeAsync: fn(*mut c_void, Handle) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(dev_ptr, stream);
+    call.finish(Some(t), Api::CudaFreeAsync, r, |e| {
+        e.addr = dev_ptr as u64;
+        e.stream = Some(stream as u64);
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_void) -> c_int {
+    let Some(real) = real!(cudaMemPoolCreate: fn(*mut Handle, *const c_void) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(pool, props);
+    call.finish(None, Api::CudaMemPoolCreate, r, |e| {
+        e.pool = Some(out(r, pool.cast::<u64>()))
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
+    let Some(real) = real!(cudaMemPoolDestroy: fn(Handle) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(pool);
+    call.finish(Some(t), Api::CudaMemPoolDestroy, r, |e| {
+        e.pool = Some(pool as u64)
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usize) -> c_int {
+    let Some(real) = real!(cudaMemPoolTrimTo: fn(Handle, usize) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(pool, min_bytes_to_keep);
+    call.finish(Some(t), Api::CudaMemPoolTrimTo, r, |e| {
+        e.pool = Some(pool as u64);
+        e.size = min_bytes_to_keep as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c_int {
+    let Some(real) = real!(cudaMallocHost: fn(*mut *mut c_void, usize) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(ptr, size);
+    call.finish(None, Api::CudaMallocHost, r, |e| {
+        e.addr = out(r, ptr.cast::<u64>());
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
+    let Some(real) = real!(cudaHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(ptr, size, flags);
+    call.finish(None, Api::CudaHostAlloc, r, |e| {
+        e.addr = out(r, ptr.cast::<u64>());
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
+    let Some(real) = real!(cudaFreeHost: fn(*mut c_void) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(ptr);
+    call.finish(Some(t), Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
+    let Some(real) = real!(cudaMemGetInfo: fn(*mut usize, *mut usize) -> c_int) else {
+        return CUDA_ERROR_INITIALIZATION;
+    };
+    let call = Call::enter();
+    let r = real(free, total);
+    call.finish(None, Api::CudaMemGetInfo, r, |e| {
+        if r == 0 {
+            e.free = Some(out(r, free) as u64);
+            e.total = Some(out(r, total) as u64);
+        }
+    });
+    r
+}
+
+macro_rules! entry_point {
+    ($name:ident) => {
+        /// `cudaGetDriverEntryPoint(symbol, funcPtr, flags, driverStatus)` (CUDA 12 form).
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(
+            symbol: *const c_char,
+            func_ptr: *mut *mut c_void,
+            flags: c_ulonglong,
+            status: *mut c_int,
+        ) -> c_int {
+            let Some(real) = real!($name: fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int) else {
+                return CUDA_ERROR_INITIALIZATION;
+            };
+            let r = real(symbol, func_ptr, flags, status);
+            // No version is given: only a pointer `dladdr` can name exactly is wrapped.
+            wrap_result(r, symbol, 0, flags, func_ptr);
+            r
+        }
+    };
+}
+
+macro_rules! entry_point_by_version {
+    ($name:ident) => {
+        /// `cudaGetDriverEntryPointByVersion(symbol, funcPtr, cudaVersion, flags, driverStatus)`.
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(
+            symbol: *const c_char,
+            func_ptr: *mut *mut c_void,
+            cuda_version: c_uint,
+            flags: c_ulonglong,
+            status: *mut c_int,
+        ) -> c_int {
+            let Some(real) =
+                real!($name: fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int)
+            else {
+                return CUDA_ERROR_INITIALIZATION;
+            };
+            let r = real(symbol, func_ptr, cuda_version, flags, status);
+            wrap_result(r, symbol, cuda_version as c_int, flags, func_ptr);
+            r
+        }
+    };
+}
+
+entry_point!(cudaGetDriverEntryPoint);
+entry_point!(cudaGetDriverEntryPoint_ptsz);
+entry_point_by_version!(cudaGetDriverEntryPointByVersion);
+entry_point_by_version!(cudaGetDriverEntryPointByVersion_ptsz);

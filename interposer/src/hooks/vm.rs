@@ -1,0 +1,144 @@
+//! Driver wrappers: virtual memory management (PyTorch's expandable segments).
+//!
+//! Physical memory is taken by `cuMemCreate` and given back only when the handle is
+//! released and its last mapping is gone; the analyzer follows that from these events.
+#![allow(non_snake_case)]
+
+use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use cudarc::driver::sys::{
+    CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
+};
+use std::ffi::{c_int, c_ulonglong};
+use vramtrace_schema::Api;
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemAddressReserve(
+    ptr: *mut CUdeviceptr,
+    size: usize,
+    alignment: usize,
+    addr: CUdeviceptr,
+    flags: c_ulonglong,
+) -> c_int {
+    let Some(real) = real!(cuMemAddressReserve: fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong) -> c_int)
+    else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let r = real(ptr, size, alignment, addr, flags);
+    call.finish(None, Api::CuMemAddressReserve, r, |e| {
+        e.addr = out(r, ptr);
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_int {
+    let Some(real) = real!(cuMemAddressFree: fn(CUdeviceptr, usize) -> c_int) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(ptr, size);
+    call.finish(Some(t), Api::CuMemAddressFree, r, |e| {
+        e.addr = ptr;
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const CUmemAllocationProp,
+    flags: c_ulonglong,
+) -> c_int {
+    let Some(real) = real!(cuMemCreate: fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, c_ulonglong) -> c_int)
+    else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let r = real(handle, size, prop, flags);
+    call.finish(None, Api::CuMemCreate, r, |e| {
+        e.handle = Some(out(r, handle));
+        e.size = size as u64;
+        if !prop.is_null() {
+            // The memory is on the device the properties name, whatever context is current.
+            // Read through a raw pointer: the struct's enum fields are not touched.
+            e.dev = std::ptr::read_unaligned(std::ptr::addr_of!((*prop).location.id));
+        }
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c_int {
+    let Some(real) = real!(cuMemRelease: fn(CUmemGenericAllocationHandle) -> c_int) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(handle);
+    call.finish(Some(t), Api::CuMemRelease, r, |e| e.handle = Some(handle));
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemMap(
+    ptr: CUdeviceptr,
+    size: usize,
+    offset: usize,
+    handle: CUmemGenericAllocationHandle,
+    flags: c_ulonglong,
+) -> c_int {
+    let Some(real) = real!(cuMemMap: fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, c_ulonglong) -> c_int)
+    else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let r = real(ptr, size, offset, handle, flags);
+    call.finish(None, Api::CuMemMap, r, |e| {
+        e.addr = ptr;
+        e.size = size as u64;
+        e.offset = Some(offset as u64);
+        e.handle = Some(handle);
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
+    let Some(real) = real!(cuMemUnmap: fn(CUdeviceptr, usize) -> c_int) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let t = call.time_before();
+    let r = real(ptr, size);
+    call.finish(Some(t), Api::CuMemUnmap, r, |e| {
+        e.addr = ptr;
+        e.size = size as u64;
+    });
+    r
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn cuMemSetAccess(
+    ptr: CUdeviceptr,
+    size: usize,
+    desc: *const CUmemAccessDesc,
+    count: usize,
+) -> c_int {
+    let Some(real) =
+        real!(cuMemSetAccess: fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize) -> c_int)
+    else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let call = Call::enter();
+    let r = real(ptr, size, desc, count);
+    call.finish(None, Api::CuMemSetAccess, r, |e| {
+        e.addr = ptr;
+        e.size = size as u64;
+    });
+    r
+}

@@ -1,0 +1,55 @@
+//! `libvramtrace.so`: loaded with `LD_PRELOAD`, it records every device-memory
+//! allocation and free a CUDA program makes, at the runtime and driver level, into a
+//! trace file (format: `docs/trace-format.md`).
+//!
+//! How calls are caught (see `../shared/design/cuda-interception.md`): the runtime never
+//! binds driver symbols by name; it `dlsym`s `cuGetProcAddress_v2` and asks it for
+//! everything. So the interposer overrides `dlsym` ([`dlsym`](mod@dlsym)), wraps the
+//! lookup functions ([`procaddr`]) and hands out its own wrappers ([`hooks`]) wherever a
+//! looked-up pointer is exactly a memory function it knows.
+//!
+//! The hot path of a hook ([`hooks::call`]): a thread-local guard, the real call, a
+//! timestamp, a fixed-size record pushed into a sharded queue ([`queue`]). The
+//! [`writer`] thread formats and writes. Nothing here may panic across the C boundary or
+//! change what a call returns.
+
+pub mod clock;
+pub mod dlsym;
+pub mod exit;
+pub mod guard;
+pub mod hooks;
+pub mod output;
+pub mod procaddr;
+pub mod queue;
+pub mod settings;
+pub mod symbols;
+pub mod warn;
+pub mod writer;
+
+/// Runs when the library is loaded, before `main`: reads the settings once and installs
+/// the fork, exit and crash handlers. Nothing CUDA-related happens here.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn on_load() {
+    let _ = std::panic::catch_unwind(|| {
+        settings::init();
+        clock::init();
+        exit::install();
+    });
+}
+
+/// Runs last at exit (`_dl_fini`, after the destructors of libraries loaded later, such
+/// as the CUDA runtime), so frees made during their teardown are still recorded.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn on_unload() {
+    let _ = std::panic::catch_unwind(|| exit::finish("exit"));
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static ON_UNLOAD: extern "C" fn() = on_unload;

@@ -1,0 +1,100 @@
+//! Settings, read once from the environment at load time (never on the hot path).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// What `VRAMTRACE_*` variables said.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `VRAMTRACE_OUTPUT`: path pattern; `%p` pid, `%h` host, `%r` rank (`RANK`, else 0).
+    /// A pattern ending in `/` names a directory. Default `vramtrace-%h-%p.jsonl`.
+    pub output: String,
+    /// `VRAMTRACE_CHILDREN` (default 1): trace forked and exec'd children. With 0, a
+    /// forked child records nothing and the library removes itself from `LD_PRELOAD`.
+    pub children: bool,
+    /// `VRAMTRACE_FLUSH_MS` (default 100, 1 to 100): longest wait before events are written.
+    pub flush_ms: u64,
+    /// `VRAMTRACE_DISABLE=1`: load but record nothing.
+    pub disabled: bool,
+}
+
+pub const DEFAULT_OUTPUT: &str = "vramtrace-%h-%p.jsonl";
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+fn flag(name: &str, default: bool) -> bool {
+    match std::env::var(name) {
+        Ok(v) => !matches!(v.trim(), "0" | "false" | "no" | "off" | ""),
+        Err(_) => default,
+    }
+}
+
+fn read() -> Settings {
+    let output = std::env::var("VRAMTRACE_OUTPUT")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_OUTPUT.to_string());
+    // Relative to the directory the program started in, even if it changes directory
+    // before its first allocation.
+    let output = match std::env::current_dir() {
+        Ok(dir) if !output.starts_with('/') => format!("{}/{output}", dir.display()),
+        _ => output,
+    };
+    let flush_ms = std::env::var("VRAMTRACE_FLUSH_MS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(100)
+        .clamp(1, 100);
+    Settings {
+        output,
+        children: flag("VRAMTRACE_CHILDREN", true),
+        flush_ms,
+        disabled: flag("VRAMTRACE_DISABLE", false),
+    }
+}
+
+static RECORDING: AtomicBool = AtomicBool::new(true);
+
+/// Whether hooks record (false with `VRAMTRACE_DISABLE`, or in a forked child when child
+/// tracing is off). Hooks forward either way.
+#[inline]
+pub fn recording() -> bool {
+    RECORDING.load(Ordering::Relaxed)
+}
+
+pub fn stop_recording() {
+    RECORDING.store(false, Ordering::Relaxed);
+}
+
+pub fn init() {
+    let s = SETTINGS.get_or_init(read);
+    if s.disabled {
+        stop_recording();
+    }
+    if !s.children {
+        remove_self_from_preload();
+    }
+}
+
+pub fn get() -> &'static Settings {
+    SETTINGS.get_or_init(read)
+}
+
+/// With child tracing off, exec'd programs must not load the interposer again.
+fn remove_self_from_preload() {
+    let Ok(preload) = std::env::var("LD_PRELOAD") else {
+        return;
+    };
+    let kept: Vec<&str> = preload
+        .split([':', ' '])
+        .filter(|p| !p.is_empty() && !p.contains("libvramtrace"))
+        .collect();
+    // SAFETY: runs in the load-time constructor, before the program starts threads.
+    unsafe {
+        if kept.is_empty() {
+            std::env::remove_var("LD_PRELOAD");
+        } else {
+            std::env::set_var("LD_PRELOAD", kept.join(":"));
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The real functions behind the hooks: one slot per hooked symbol, filled from the
+//! pointer the program's own lookup returned (`dlsym`, `cuGetProcAddress`), or lazily
+//! from the next library in the search order.
+
+use crate::hooks::{driver, runtime};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Which library a hooked symbol must come from before a wrapper replaces it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Lib {
+    Driver,
+    Runtime,
+}
+
+macro_rules! hooked {
+    ($( $slot:ident: $lib:ident $path:path; )*) => {
+        /// Every hooked symbol.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        pub enum Slot { $( $slot, )* }
+
+        const COUNT: usize = [$( Slot::$slot, )*].len();
+
+        static REAL: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
+
+        impl Slot {
+            /// The hooked symbol with exactly this name.
+            pub fn find(name: &[u8]) -> Option<Slot> {
+                $( if name == stringify!($slot).as_bytes() { return Some(Slot::$slot); } )*
+                None
+            }
+
+            pub fn name(self) -> &'static str {
+                match self { $( Slot::$slot => stringify!($slot), )* }
+            }
+
+            pub fn lib(self) -> Lib {
+                match self { $( Slot::$slot => Lib::$lib, )* }
+            }
+
+            /// Address of vramtrace's wrapper for this symbol.
+            pub fn wrapper(self) -> usize {
+                match self { $( Slot::$slot => $path as *const () as usize, )* }
+            }
+        }
+    };
+}
+
+hooked! {
+    cuGetProcAddress: Driver driver::cuGetProcAddress;
+    cuGetProcAddress_v2: Driver driver::cuGetProcAddress_v2;
+    cuMemAlloc_v2: Driver driver::cuMemAlloc_v2;
+    cuMemAllocPitch_v2: Driver driver::cuMemAllocPitch_v2;
+    cuMemFree_v2: Driver driver::cuMemFree_v2;
+    cuMemAllocManaged: Driver driver::cuMemAllocManaged;
+    cuMemAllocAsync: Driver driver::cuMemAllocAsync;
+    cuMemAllocAsync_ptsz: Driver driver::cuMemAllocAsync_ptsz;
+    cuMemAllocFromPoolAsync: Driver driver::cuMemAllocFromPoolAsync;
+    cuMemAllocFromPoolAsync_ptsz: Driver driver::cuMemAllocFromPoolAsync_ptsz;
+    cuMemFreeAsync: Driver driver::cuMemFreeAsync;
+    cuMemFreeAsync_ptsz: Driver driver::cuMemFreeAsync_ptsz;
+    cuMemPoolCreate: Driver driver::cuMemPoolCreate;
+    cuMemPoolDestroy: Driver driver::cuMemPoolDestroy;
+    cuMemPoolTrimTo: Driver driver::cuMemPoolTrimTo;
+    cuMemAddressReserve: Driver driver::cuMemAddressReserve;
+    cuMemAddressFree: Driver driver::cuMemAddressFree;
+    cuMemCreate: Driver driver::cuMemCreate;
+    cuMemRelease: Driver driver::cuMemRelease;
+    cuMemMap: Driver driver::cuMemMap;
+    cuMemUnmap: Driver driver::cuMemUnmap;
+    cuMemSetAccess: Driver driver::cuMemSetAccess;
+    cuMemHostAlloc: Driver driver::cuMemHostAlloc;
+    cuMemAllocHost_v2: Driver driver::cuMemAllocHost_v2;
+    cuMemFreeHost: Driver driver::cuMemFreeHost;
+    cuMemHostRegister_v2: Driver driver::cuMemHostRegister_v2;
+    cuMemHostUnregister: Driver driver::cuMemHostUnregister;
+    cuArrayCreate_v2: Driver driver::cuArrayCreate_v2;
+    cuArray3DCreate_v2: Driver driver::cuArray3DCreate_v2;
+    cuArrayDestroy: Driver driver::cuArrayDestroy;
+    cuMemGetInfo_v2: Driver driver::cuMemGetInfo_v2;
+    cudaMalloc: Runtime runtime::cudaMalloc;
+    cudaMallocPitch: Runtime runtime::cudaMallocPitch;
+    cudaFree: Runtime runtime::cudaFree;
+    cudaMallocManaged: Runtime runtime::cudaMallocManaged;
+    cudaMallocAsync: Runtime runtime::cudaMallocAsync;
+    cudaMallocFromPoolAsync: Runtime runtime::cudaMallocFromPoolAsync;
+    cudaFreeAsync: Runtime runtime::cudaFreeAsync;
+    cudaMemPoolCreate: Runtime runtime::cudaMemPoolCreate;
+    cudaMemPoolDestroy: Runtime runtime::cudaMemPoolDestroy;
+    cudaMemPoolTrimTo: Runtime runtime::cudaMemPoolTrimTo;
+    cudaMallocHost: Runtime runtime::cudaMallocHost;
+    cudaHostAlloc: Runtime runtime::cudaHostAlloc;
+    cudaFreeHost: Runtime runtime::cudaFreeHost;
+    cudaMemGetInfo: Runtime runtime::cudaMemGetInfo;
+    cudaGetDriverEntryPoint: Runtime runtime::cudaGetDriverEntryPoint;
+    cudaGetDriverEntryPoint_ptsz: Runtime runtime::cudaGetDriverEntryPoint_ptsz;
+    cudaGetDriverEntryPointByVersion: Runtime runtime::cudaGetDriverEntryPointByVersion;
+    cudaGetDriverEntryPointByVersion_ptsz: Runtime runtime::cudaGetDriverEntryPointByVersion_ptsz;
+}
+
+/// The real function for `slot`, or 0 when no library provides it.
+#[inline]
+pub fn real(slot: Slot) -> usize {
+    let p = REAL[slot as usize].load(Ordering::Acquire);
+    if p != 0 {
+        return p;
+    }
+    resolve_next(slot)
+}
+
+/// A program linked with `-lcuda`/`-lcudart` calls the exported wrapper directly: its real
+/// function is the next definition after this library.
+#[cold]
+fn resolve_next(slot: Slot) -> usize {
+    let Ok(name) = std::ffi::CString::new(slot.name()) else {
+        return 0;
+    };
+    // SAFETY: RTLD_NEXT from this library's own code: the definition after ours.
+    let p = unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if p != 0 && !is_ours(p) && from_lib(p, slot.lib()) {
+        adopt(slot, p);
+        return REAL[slot as usize].load(Ordering::Acquire);
+    }
+    0
+}
+
+/// Records `p` as the real function for `slot`. Returns false when the slot already
+/// holds another library's function (a second copy of libcudart, say): the wrapper
+/// would call the wrong one, so that pointer is handed back unwrapped.
+pub fn adopt(slot: Slot, p: usize) -> bool {
+    match REAL[slot as usize].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            if slot.lib() == Lib::Driver {
+                DRIVER_SEEN.store(p, Ordering::Release);
+            }
+            true
+        }
+        Err(existing) => existing == p,
+    }
+}
+
+/// Any real driver function seen: tells where libcuda lives (for `cuCtxGetDevice`).
+static DRIVER_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+pub fn driver_function_seen() -> usize {
+    DRIVER_SEEN.load(Ordering::Acquire)
+}
+
+/// What `dladdr` says of an address.
+pub struct Location {
+    /// The exported symbol exactly at this address, if any.
+    pub symbol: Option<&'static CStr>,
+    /// Path of the library that contains it.
+    pub file: Option<&'static CStr>,
+    pub base: usize,
+}
+
+pub fn locate(p: usize) -> Option<Location> {
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads loader tables; info is a valid out-pointer.
+    if unsafe { libc::dladdr(p as *const c_void, &mut info) } == 0 {
+        return None;
+    }
+    // SAFETY: dladdr's strings live as long as the library stays loaded; CUDA libraries
+    // are never unloaded while in use.
+    let cstr = |s: *const c_char| (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) });
+    Some(Location {
+        symbol: if info.dli_saddr as usize == p {
+            cstr(info.dli_sname)
+        } else {
+            None
+        },
+        file: cstr(info.dli_fname),
+        base: info.dli_fbase as usize,
+    })
+}
+
+fn our_base() -> usize {
+    static BASE: AtomicUsize = AtomicUsize::new(0);
+    let b = BASE.load(Ordering::Relaxed);
+    if b != 0 {
+        return b;
+    }
+    let b = locate(our_base as *const () as usize)
+        .map(|l| l.base)
+        .unwrap_or(0);
+    BASE.store(b, Ordering::Relaxed);
+    b
+}
+
+/// Whether `p` is inside this library (one of our own wrappers).
+pub fn is_ours(p: usize) -> bool {
+    locate(p).map(|l| l.base == our_base()).unwrap_or(false)
+}
+
+/// Whether the library containing `p` is NVIDIA's driver (`libcuda.so*`) or runtime
+/// (`libcudart.so*`). Only those get wrapped: a loose `cu` prefix once caught `cudnnCreate`.
+pub fn from_lib(p: usize, lib: Lib) -> bool {
+    let Some(file) = locate(p).and_then(|l| l.file) else {
+        return false;
+    };
+    let path = file.to_bytes();
+    let base = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    match lib {
+        Lib::Driver => base.starts_with(b"libcuda.so"),
+        Lib::Runtime => base.starts_with(b"libcudart.so"),
+    }
+}
+
+/// The wrapper to hand out instead of `p`, the real function for symbol `name`, when `p`
+/// is exactly that function of the library it must come from.
+pub fn wrap(name: &[u8], p: usize) -> usize {
+    let Some(slot) = Slot::find(name) else {
+        return p;
+    };
+    if p == 0 || is_ours(p) || !from_lib(p, slot.lib()) || !adopt(slot, p) {
+        return p;
+    }
+    slot.wrapper()
+}
+
+/// For a pointer from `cuGetProcAddress` or `cudaGetDriverEntryPoint`: which variant it
+/// is (`cuMemAlloc_v2` or the 32-bit `cuMemAlloc`) decides whether a wrapper of exactly
+/// that ABI exists. The exported symbol at that address says it; without one, the
+/// version table of `procaddr` does.
+pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> usize {
+    if p == 0 || is_ours(p) {
+        return p;
+    }
+    match locate(p).and_then(|l| l.symbol) {
+        Some(symbol) => wrap(symbol.to_bytes(), p),
+        None => match crate::procaddr::variant(requested, version, flags) {
+            Some(variant) if from_lib(p, Lib::Driver) => wrap(variant.as_bytes(), p),
+            _ => p,
+        },
+    }
+}

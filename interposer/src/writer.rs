@@ -1,0 +1,272 @@
+//! The writer: drains the queue, formats events and writes them, on its own thread every
+//! flush interval, or at once from the calling thread when an allocation failed or the
+//! process is about to end.
+
+use crate::{clock, output, queue, settings, warn};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use vramtrace_schema::{
+    End, Event, Header, JsonBuf, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION,
+};
+
+enum State {
+    /// No file yet: it is created with the first flush that has something to write, so a
+    /// process that never touches device memory leaves no trace file.
+    Unopened,
+    Open(i32),
+    /// Creating or writing failed: warned once, events are dropped from now on.
+    Failed,
+}
+
+struct Writer {
+    state: State,
+    written: u64,
+    batch: Vec<Event>,
+    text: Vec<u8>,
+}
+
+static WRITER: Mutex<Writer> = Mutex::new(Writer {
+    state: State::Unopened,
+    written: 0,
+    batch: Vec::new(),
+    text: Vec::new(),
+});
+
+static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Starts the writer thread on the first event of the process.
+#[inline]
+pub fn ensure_thread() {
+    if THREAD_STARTED.load(Ordering::Relaxed) || THREAD_STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let interval = Duration::from_millis(settings::get().flush_ms);
+    let spawned = std::thread::Builder::new()
+        .name("vramtrace-writer".into())
+        .spawn(move || loop {
+            std::thread::sleep(interval);
+            flush();
+        });
+    if spawned.is_err() {
+        // Without a thread, every hook flushes what it queued itself.
+        SYNC_WRITES.store(true, Ordering::Relaxed);
+    }
+}
+
+static SYNC_WRITES: AtomicBool = AtomicBool::new(false);
+
+/// Whether hooks must write synchronously (no writer thread, or the process is ending).
+#[inline]
+pub fn sync_writes() -> bool {
+    SYNC_WRITES.load(Ordering::Relaxed)
+}
+
+/// Writes everything queued so far.
+pub fn flush() {
+    WRITER.lock().flush();
+}
+
+/// Writes everything queued, then the end record. Later events (teardown in other
+/// threads) are written as they come.
+pub fn finish(reason: &str) {
+    end(&mut WRITER.lock(), reason);
+}
+
+/// [`finish`], unless the writer stays busy longer than `timeout`: then only what can be
+/// written without waiting is.
+pub fn finish_within(reason: &str, timeout: Duration) {
+    if let Some(mut w) = WRITER.try_lock_for(timeout) {
+        end(&mut w, reason);
+    }
+}
+
+fn end(w: &mut Writer, reason: &str) {
+    w.flush();
+    SYNC_WRITES.store(true, Ordering::Relaxed);
+    if let State::Open(fd) = w.state {
+        let end = End {
+            t: clock::now(),
+            events: w.written,
+            reason: reason.to_string(),
+        };
+        let mut line = JsonBuf::new();
+        end.write_json(&mut line);
+        w.write(fd, line.as_bytes());
+    }
+}
+
+/// From a fatal-signal handler: no allocation and no waiting. If the writer is busy or
+/// the file was never opened, the events of the last flush interval are lost.
+pub fn flush_from_signal(signal: i32) {
+    let Some(mut w) = WRITER.try_lock() else {
+        return;
+    };
+    let State::Open(fd) = w.state else {
+        return;
+    };
+    let mut line = JsonBuf::new();
+    let mut failed = false;
+    let n = queue::try_drain(|e| {
+        line.clear();
+        e.write_json(&mut line);
+        failed |= output::write_all(fd, line.as_bytes()).is_err();
+    });
+    w.written += n as u64;
+    let mut reason = JsonBuf::new();
+    reason.raw("signal ");
+    reason.u64(signal as u64);
+    line.clear();
+    line.raw("{\"end\":{\"t\":");
+    line.u64(clock::now());
+    line.raw(",\"events\":");
+    line.u64(w.written);
+    line.raw(",\"reason\":\"");
+    line.raw(std::str::from_utf8(reason.as_bytes()).unwrap_or("signal"));
+    line.raw("\"}}\n");
+    if !failed {
+        let _ = output::write_all(fd, line.as_bytes());
+    }
+}
+
+impl Writer {
+    fn flush(&mut self) {
+        let mut batch = std::mem::take(&mut self.batch);
+        queue::drain_into(&mut batch);
+        if !batch.is_empty() {
+            self.write_events(&mut batch);
+        }
+        batch.clear();
+        self.batch = batch;
+    }
+
+    fn write_events(&mut self, batch: &mut [Event]) {
+        let fd = match self.state {
+            State::Open(fd) => fd,
+            State::Failed => return,
+            State::Unopened => match open() {
+                Ok(fd) => {
+                    self.state = State::Open(fd);
+                    fd
+                }
+                Err(msg) => {
+                    self.state = State::Failed;
+                    warn::once(&msg);
+                    return;
+                }
+            },
+        };
+        batch.sort_by_key(|e| e.t);
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
+        let mut line = JsonBuf::new();
+        for e in batch.iter() {
+            line.clear();
+            e.write_json(&mut line);
+            text.extend_from_slice(line.as_bytes());
+        }
+        if self.write(fd, &text) {
+            self.written += batch.len() as u64;
+        }
+        self.text = text;
+    }
+
+    fn write(&mut self, fd: i32, bytes: &[u8]) -> bool {
+        match output::write_all(fd, bytes) {
+            Ok(()) => true,
+            Err(e) => {
+                self.state = State::Failed;
+                warn::once(&format!("cannot write the trace: {e}"));
+                false
+            }
+        }
+    }
+}
+
+fn open() -> Result<i32, String> {
+    let header = header();
+    let rank = header.env.get("RANK").map(String::as_str).unwrap_or("0");
+    let path = output::expand(&settings::get().output, header.pid, &header.host, rank);
+    let (fd, _path) = output::create(&path)?;
+    let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    output::write_all(fd, &line).map_err(|e| format!("cannot write the trace {path}: {e}"))?;
+    Ok(fd)
+}
+
+fn header() -> Header {
+    let s = settings::get();
+    let argv = std::fs::read("/proc/self/cmdline")
+        .map(|raw| {
+            raw.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let env = ENV_KEYS
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    Header {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        pid: std::process::id(),
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        host: hostname(),
+        argv,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        start_unix_ns: clock::origin_unix_ns(),
+        start_mono_ns: clock::origin_mono_ns(),
+        env,
+        settings: Settings {
+            output: s.output.clone(),
+            children: s.children,
+            flush_ms: s.flush_ms,
+        },
+        interposer: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// fork: hold the writer so the child never inherits it half-way through a write.
+pub fn before_fork() {
+    std::mem::forget(WRITER.lock());
+    queue::lock_all();
+}
+
+pub fn after_fork_parent() {
+    queue::unlock_all();
+    // SAFETY: locked by before_fork in this thread, guard forgotten.
+    unsafe { WRITER.force_unlock() };
+}
+
+/// fork, in the child: a fresh writer with its own file, no thread until its first event.
+pub fn after_fork_child() {
+    queue::unlock_all_cleared();
+    // SAFETY: the child has only this thread; the writer was locked before fork.
+    unsafe {
+        let w = &mut *WRITER.data_ptr();
+        if let State::Open(fd) = w.state {
+            libc::close(fd);
+        }
+        w.state = State::Unopened;
+        w.written = 0;
+        WRITER.force_unlock();
+    }
+    THREAD_STARTED.store(false, Ordering::Relaxed);
+    SYNC_WRITES.store(false, Ordering::Relaxed);
+}
