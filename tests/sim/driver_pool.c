@@ -1,0 +1,254 @@
+/* Simulated libcuda.so.1: stream-ordered allocation and memory pools.
+ *
+ * Model (simpler than NVIDIA's, but with the property a profiler must handle: a pool
+ * reserves more than it hands out, and keeps memory after it is freed):
+ * - every block a pool hands out reserves its size rounded up to 2 MiB, charged against
+ *   the device at once (RESERVED_MEM_CURRENT); USED_MEM_CURRENT sums requested sizes;
+ * - cuMemFreeAsync returns a block to the pool's cache; it stays reserved and charged;
+ * - an allocation reuses the smallest cached block that is large enough (no splitting);
+ * - cached blocks go back to the device on cuMemPoolTrimTo, on cuMemPoolDestroy, on a
+ *   synchronize (stream, event or context) down to the pool's release threshold (default
+ *   0, as in CUDA), and when an allocation would not fit otherwise (the pool first
+ *   empties its own cache, then fails with CUDA_ERROR_OUT_OF_MEMORY). */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+
+struct sim_pool {
+    int device;
+    int is_default;
+    int destroyed;
+    size_t reserved, used, reserved_high, used_high, release_threshold;
+    struct sim_block *cache; /* freed blocks, still charged; linked through next */
+    struct sim_pool *next_pool;
+};
+
+static struct sim_pool *pools;
+
+static size_t round_up(size_t n) { return (n + SIM_GRANULARITY - 1) & ~(size_t)(SIM_GRANULARITY - 1); }
+
+struct sim_pool *sim_pool_new_locked(int device, int is_default) {
+    struct sim_pool *p = calloc(1, sizeof *p);
+    p->device = device;
+    p->is_default = is_default;
+    p->next_pool = pools;
+    pools = p;
+    return p;
+}
+
+static int pool_valid_locked(struct sim_pool *p) {
+    for (struct sim_pool *q = pools; q; q = q->next_pool)
+        if (q == p) return !p->destroyed;
+    return 0;
+}
+
+static void release_block_locked(struct sim_pool *p, struct sim_block *b) {
+    sim_uncharge(p->device, b->charged);
+    p->reserved -= b->charged;
+    sim_mem_put((void *)(uintptr_t)b->key, b->charged);
+    free(b);
+}
+
+static void trim_locked(struct sim_pool *p, size_t keep) {
+    while (p->reserved > keep && p->cache) {
+        struct sim_block *b = p->cache;
+        p->cache = b->next;
+        release_block_locked(p, b);
+    }
+}
+
+void sim_pool_free_block_locked(struct sim_block *b) {
+    struct sim_pool *p = b->extra;
+    p->used -= b->size;
+    if (p->destroyed) {
+        release_block_locked(p, b);
+        return;
+    }
+    b->next = p->cache;
+    p->cache = b;
+}
+
+void sim_pools_sync(int device) {
+    pthread_mutex_lock(&sim_lock);
+    for (struct sim_pool *p = pools; p; p = p->next_pool)
+        if (p->device == device && !p->destroyed) trim_locked(p, p->release_threshold);
+    pthread_mutex_unlock(&sim_lock);
+}
+
+static struct sim_block *take_cached_locked(struct sim_pool *p, size_t need) {
+    struct sim_block **best = NULL;
+    for (struct sim_block **pp = &p->cache; *pp; pp = &(*pp)->next)
+        if ((*pp)->charged >= need && (!best || (*pp)->charged < (*best)->charged)) best = pp;
+    if (!best) return NULL;
+    struct sim_block *b = *best;
+    *best = b->next;
+    return b;
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct sim_pool *p) {
+    int dev;
+    CUresult r = sim_current_device(&dev);
+    if (r) return r;
+    if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t need = round_up(size);
+    pthread_mutex_lock(&sim_lock);
+    if (!p) p = sim_devices[dev].current_pool;
+    if (!pool_valid_locked(p)) {
+        pthread_mutex_unlock(&sim_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct sim_block *b = take_cached_locked(p, need);
+    if (!b) {
+        if (sim_charge(p->device, need)) {
+            trim_locked(p, 0);
+            if (sim_charge(p->device, need)) {
+                pthread_mutex_unlock(&sim_lock);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+        void *mem = sim_mem_get(need);
+        if (!mem) {
+            sim_uncharge(p->device, need);
+            pthread_mutex_unlock(&sim_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        b = malloc(sizeof *b);
+        *b = (struct sim_block){.key = (uintptr_t)mem, .charged = need, .device = p->device,
+                                .space = SP_DEV, .kind = K_POOL, .extra = p};
+        p->reserved += need;
+        if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
+    }
+    b->size = size;
+    p->used += size;
+    if (p->used > p->used_high) p->used_high = p->used;
+    sim_table_insert(b);
+    pthread_mutex_unlock(&sim_lock);
+    *dptr = (CUdeviceptr)b->key;
+    return CUDA_SUCCESS;
+}
+
+/* The stream is not looked at: there is no queue, so every operation is complete. */
+CUAPI CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
+    SIM_UNUSED(s);
+    return pool_alloc(dptr, size, NULL);
+}
+CUAPI CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
+    SIM_UNUSED(s);
+    return pool_alloc(dptr, size, NULL);
+}
+CUAPI CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    SIM_UNUSED(s);
+    return pool ? pool_alloc(dptr, size, (struct sim_pool *)pool) : CUDA_ERROR_INVALID_VALUE;
+}
+CUAPI CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    SIM_UNUSED(s);
+    return pool ? pool_alloc(dptr, size, (struct sim_pool *)pool) : CUDA_ERROR_INVALID_VALUE;
+}
+/* Like NVIDIA's, this also accepts memory from cuMemAlloc (freed at once). */
+CUAPI CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+    SIM_UNUSED(s);
+    return dptr ? sim_dev_free(dptr) : CUDA_ERROR_INVALID_VALUE;
+}
+CUAPI CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+    SIM_UNUSED(s);
+    return dptr ? sim_dev_free(dptr) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUAPI CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
+        props->location.id >= sim_ndevices)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    *pool = (CUmemoryPool)sim_pool_new_locked(props->location.id, 0);
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Blocks still out stay charged until they are freed; then they go straight back. */
+CUAPI CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    struct sim_pool *p = (struct sim_pool *)pool;
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&sim_lock);
+    CUresult r = pool_valid_locked(p) && !p->is_default ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!r) {
+        trim_locked(p, 0);
+        p->destroyed = 1;
+        if (sim_devices[p->device].current_pool == p)
+            sim_devices[p->device].current_pool = sim_devices[p->device].default_pool;
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUAPI CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    struct sim_pool *p = (struct sim_pool *)pool;
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&sim_lock);
+    CUresult r = pool_valid_locked(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!r) trim_locked(p, keep);
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUAPI CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmempool_attribute attr, void *value) {
+    struct sim_pool *p = (struct sim_pool *)pool;
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    CUresult r = pool_valid_locked(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!r) switch (attr) {
+        case 1: case 2: case 3: *(int *)value = 1; break; /* the reuse policies: all on */
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+        default: r = CUDA_ERROR_INVALID_VALUE;
+        }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+CUAPI CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmempool_attribute attr, void *value) {
+    struct sim_pool *p = (struct sim_pool *)pool;
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    CUresult r = pool_valid_locked(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!r) switch (attr) {
+        case 1: case 2: case 3: break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *)value; break;
+        /* the high watermarks may only be reset (to the current value) */
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = p->reserved; break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = p->used; break;
+        default: r = CUDA_ERROR_INVALID_VALUE;
+        }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}
+
+static CUresult device_pool(CUmemoryPool *pool, CUdevice dev, int current) {
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    *pool = (CUmemoryPool)(current ? sim_devices[dev].current_pool : sim_devices[dev].default_pool);
+    pthread_mutex_unlock(&sim_lock);
+    return CUDA_SUCCESS;
+}
+
+CUAPI CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) { return device_pool(pool, dev, 0); }
+CUAPI CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { return device_pool(pool, dev, 1); }
+
+CUAPI CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&sim_lock);
+    struct sim_pool *p = (struct sim_pool *)pool;
+    CUresult r = pool_valid_locked(p) && p->device == dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!r) sim_devices[dev].current_pool = p;
+    pthread_mutex_unlock(&sim_lock);
+    return r;
+}

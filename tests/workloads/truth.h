@@ -1,0 +1,42 @@
+/* Ground truth that every workload keeps about itself and prints as its last stdout line:
+ *
+ *   VRAMTRACE_TRUTH {"workload":..,"pid":..,"ppid":..,"calls":[{"api","op","count","failed",
+ *   "bytes"}..],"peak_live_bytes":{"0":..},"live_bytes_at_end":{"0":..},
+ *   "peak_live_bytes_upper":{"0":..},"meminfo":[{"free","total"}..],"threads":..}
+ *
+ * Live bytes are device memory the workload holds (never pinned host memory, never the
+ * context). With threads, a block counts toward the lower bound from after its alloc
+ * returned until before its free is called, and toward the upper bound from before the
+ * alloc is called until after the free returned; single-threaded, both are exact.
+ * Thread-safe. `api` and `op` must be string literals (they are kept, not copied). */
+#ifndef VRAMTRACE_TRUTH_H
+#define VRAMTRACE_TRUTH_H
+
+#include <stddef.h>
+
+#ifndef WORKLOAD_NAME
+#define WORKLOAD_NAME "unnamed"
+#endif
+
+/* Starts the record; the truth is printed at exit (also after exit(1)), once. */
+void truth_init(const char *workload);
+/* In a fork child: forget the parent's record, start this process's own. */
+void truth_reset(const char *workload);
+void truth_print(void);
+/* A call the runtime answers without the driver (e.g. cudaFree(NULL)). */
+void truth_runtime_only(void);
+
+/* One call the workload made; bytes only count when ok. */
+void truth_call(const char *api, const char *op, int ok, unsigned long long bytes);
+void truth_meminfo(size_t free_bytes, size_t total);
+
+/* Live-byte bookkeeping around an allocating / freeing call. */
+unsigned long long truth_alloc_begin(int device, unsigned long long bytes);
+void truth_alloc_end(int device, unsigned long long bytes, int ok, unsigned long long token);
+void truth_free_begin(int device, unsigned long long bytes);
+void truth_free_end(int device, unsigned long long bytes, int ok);
+/* Single-threaded shorthands: memory becomes live / stops being live now. */
+void truth_live_add(int device, unsigned long long bytes);
+void truth_live_sub(int device, unsigned long long bytes);
+
+#endif
