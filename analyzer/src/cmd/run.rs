@@ -1,0 +1,191 @@
+//! `vramtrace run [options] -- CMD...`: runs a command with the interposer preloaded.
+
+use crate::units;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Directory for the traces (one file per process). Default: vramtrace-<date>-<time>/
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Run against vramtrace's simulated CUDA stack (no GPU needed).
+    #[arg(long)]
+    pub sim: bool,
+    /// Memory of each simulated device, e.g. 80GiB (with --sim).
+    #[arg(long, value_name = "SIZE", requires = "sim")]
+    pub sim_capacity: Option<String>,
+    /// Number of simulated devices (with --sim).
+    #[arg(long, value_name = "N", requires = "sim")]
+    pub sim_devices: Option<u32>,
+    /// Do not trace forked or exec'd children.
+    #[arg(long)]
+    pub no_children: bool,
+    /// Longest time, in ms (1-100), an event waits before it is written.
+    #[arg(long, value_name = "MS")]
+    pub flush_ms: Option<u64>,
+    /// The command to run.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn exe_dir() -> Option<PathBuf> {
+    std::env::current_exe()
+        .ok()?
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+/// The interposer: `VRAMTRACE_LIB`, or `libvramtrace.so` beside this binary or in `../lib`.
+pub fn find_interposer() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("VRAMTRACE_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("VRAMTRACE_LIB={} is not a file", p.display()))
+        };
+    }
+    let dir = exe_dir().ok_or("cannot locate the vramtrace binary")?;
+    let candidates = [
+        dir.join("libvramtrace.so"),
+        dir.join("../lib/libvramtrace.so"),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "cannot find the interposer libvramtrace.so: looked at {}; build it with `cargo build --release` or set VRAMTRACE_LIB",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and ")
+        )
+    })
+}
+
+/// The simulated CUDA stack: `VRAMTRACE_SIM_DIR`, or `sim/` beside this binary.
+fn find_sim() -> Result<PathBuf, String> {
+    let dir = match std::env::var_os("VRAMTRACE_SIM_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => exe_dir()
+            .ok_or("cannot locate the vramtrace binary")?
+            .join("sim"),
+    };
+    if dir.join("libcuda.so.1").is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "cannot find the simulated CUDA stack: no libcuda.so.1 in {}; build it with `cargo build --release` or set VRAMTRACE_SIM_DIR",
+            dir.display()
+        ))
+    }
+}
+
+fn default_output() -> PathBuf {
+    // SAFETY: time and localtime_r with valid pointers.
+    let stamp = unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday,
+            tm.tm_hour,
+            tm.tm_min,
+            tm.tm_sec
+        )
+    };
+    PathBuf::from(format!("vramtrace-{stamp}"))
+}
+
+fn prepend(var: &str, first: &str) -> String {
+    match std::env::var(var) {
+        Ok(rest) if !rest.is_empty() => format!("{first}:{rest}"),
+        _ => first.to_string(),
+    }
+}
+
+/// Runs the command; returns the exit code vramtrace itself should end with.
+pub fn run(args: RunArgs) -> Result<i32, String> {
+    let lib = find_interposer()?;
+    let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
+    let out_dir = args.output.clone().unwrap_or_else(default_output);
+    std::fs::create_dir_all(&out_dir).map_err(|e| {
+        format!(
+            "cannot create the output directory {}: {e}",
+            out_dir.display()
+        )
+    })?;
+    let out_dir = std::fs::canonicalize(&out_dir).unwrap_or(out_dir);
+
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    cmd.env("LD_PRELOAD", prepend("LD_PRELOAD", &lib.to_string_lossy()));
+    cmd.env(
+        "VRAMTRACE_OUTPUT",
+        format!("{}/vramtrace-%h-%p.jsonl", out_dir.display()),
+    );
+    if args.no_children {
+        cmd.env("VRAMTRACE_CHILDREN", "0");
+    }
+    if let Some(ms) = args.flush_ms {
+        cmd.env("VRAMTRACE_FLUSH_MS", ms.to_string());
+    }
+    if args.sim {
+        let sim = find_sim()?;
+        cmd.env(
+            "LD_LIBRARY_PATH",
+            prepend("LD_LIBRARY_PATH", &sim.to_string_lossy()),
+        );
+        if let Some(c) = &args.sim_capacity {
+            cmd.env("VRAMTRACE_SIM_CAPACITY", units::parse_size(c)?.to_string());
+        }
+        if let Some(n) = args.sim_devices {
+            cmd.env("VRAMTRACE_SIM_DEVICES", n.to_string());
+        }
+    }
+
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", args.command[0]))?;
+    // Ctrl-C reaches the whole process group: let the command handle it and report after.
+    // SAFETY: changing this process's own dispositions.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {}: {e}", args.command[0]))?;
+    let traces = std::fs::read_dir(&out_dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+                .count()
+        })
+        .unwrap_or(0);
+    eprintln!(
+        "vramtrace: {} {}; {traces} trace file{} in {}\nvramtrace: see `vramtrace summary {}`",
+        args.command[0],
+        describe(status),
+        if traces == 1 { "" } else { "s" },
+        out_dir.display(),
+        out_dir.display()
+    );
+    Ok(exit_code(status))
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".into(),
+    }
+}
+
+/// The command's status, or 128+N after signal N, as a shell reports it.
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}

@@ -1,0 +1,9 @@
+//! The vramtrace analyzer: reads traces, replays them into a model of memory over time,
+//! and renders views of it. The `vramtrace` binary is a thin command line over this.
+
+pub mod cmd;
+pub mod errors;
+pub mod input;
+pub mod model;
+pub mod run;
+pub mod units;

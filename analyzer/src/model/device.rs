@@ -1,0 +1,74 @@
+//! Per-device reserved memory of one process, its peak, and who held it at the peak.
+
+use super::block::GroupKey;
+use std::collections::HashMap;
+use vramtrace_schema::Kind;
+
+/// Device memory one process holds on one device.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceUsage {
+    pub device: i32,
+    /// Bytes held now, all device kinds together.
+    pub reserved: u64,
+    /// Bytes held now, by kind.
+    pub by_kind: HashMap<Kind, u64>,
+    pub peak_reserved: u64,
+    /// Time of the peak (ns since the process's trace start).
+    pub peak_t: u64,
+    /// Live bytes by allocating group now.
+    pub groups: HashMap<GroupKey, GroupBytes>,
+    /// The same at the peak: taken lazily, when memory first drops after a new peak.
+    pub peak_groups: HashMap<GroupKey, GroupBytes>,
+    peak_pending: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupBytes {
+    pub bytes: u64,
+    pub blocks: u64,
+}
+
+impl DeviceUsage {
+    pub fn new(device: i32) -> Self {
+        DeviceUsage {
+            device,
+            ..Default::default()
+        }
+    }
+
+    pub fn add(&mut self, t: u64, kind: Kind, key: GroupKey, size: u64) {
+        self.reserved += size;
+        *self.by_kind.entry(kind).or_default() += size;
+        let g = self.groups.entry(key).or_default();
+        g.bytes += size;
+        g.blocks += 1;
+        if self.reserved > self.peak_reserved {
+            self.peak_reserved = self.reserved;
+            self.peak_t = t;
+            self.peak_pending = true;
+        }
+    }
+
+    pub fn remove(&mut self, kind: Kind, key: GroupKey, size: u64) {
+        self.settle_peak();
+        self.reserved = self.reserved.saturating_sub(size);
+        if let Some(k) = self.by_kind.get_mut(&kind) {
+            *k = k.saturating_sub(size);
+        }
+        if let Some(g) = self.groups.get_mut(&key) {
+            g.bytes = g.bytes.saturating_sub(size);
+            g.blocks = g.blocks.saturating_sub(1);
+            if g.blocks == 0 {
+                self.groups.remove(&key);
+            }
+        }
+    }
+
+    /// Copies the live groups into the peak groups if the peak is the current state.
+    pub fn settle_peak(&mut self) {
+        if self.peak_pending {
+            self.peak_groups = self.groups.clone();
+            self.peak_pending = false;
+        }
+    }
+}

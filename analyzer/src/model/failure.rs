@@ -1,0 +1,21 @@
+//! A failed allocation and the state around it.
+
+use vramtrace_schema::Event;
+
+/// How many events before a failure are kept with it.
+pub const RECENT_EVENTS: usize = 16;
+
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub event: Event,
+    /// Bytes the call asked for.
+    pub requested: u64,
+    /// Device memory this process held on that device when the call failed.
+    pub reserved_on_device: u64,
+    /// Peak so far on that device.
+    pub peak_before: u64,
+    /// The last free/total the driver reported to the program before the failure, if any.
+    pub last_meminfo: Option<(u64, u64)>,
+    /// The events just before it, oldest first.
+    pub recent: Vec<Event>,
+}

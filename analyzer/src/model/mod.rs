@@ -1,0 +1,16 @@
+//! Replaying a trace: the state that one streaming pass over the events builds, in
+//! memory proportional to what is live, never to the length of the trace.
+//!
+//! [`ProcessModel::apply`] is the only place where events change state. Views watch the
+//! replay through [`ProcessModel::replay`]'s callback, or read the state it ends with.
+
+mod block;
+mod device;
+mod failure;
+mod physical;
+mod process;
+
+pub use block::{Block, GroupKey};
+pub use device::DeviceUsage;
+pub use failure::{Failure, RECENT_EVENTS};
+pub use process::{Counts, ProcessModel};

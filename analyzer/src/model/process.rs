@@ -1,0 +1,225 @@
+//! One process's replay.
+
+use super::block::Block;
+use super::device::DeviceUsage;
+use super::failure::{Failure, RECENT_EVENTS};
+use super::physical::PhysicalTracker;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
+use vramtrace_schema::{Event, Header, Kind, Op};
+
+/// What a process did, counted by call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub events: u64,
+    /// Successful allocations of any kind (device, managed, pool, pinned host, array) and
+    /// `cuMemCreate` physical handles.
+    pub allocations: u64,
+    /// Frees of any kind, successful or not.
+    pub frees: u64,
+    /// Allocations and `cuMemCreate` calls that failed.
+    pub failed_allocations: u64,
+    /// Successful frees of an address never seen allocated (allocated before tracing
+    /// started, or by a path vramtrace does not see). `cudaFree(NULL)` is not counted.
+    pub unknown_frees: u64,
+}
+
+/// The state of one process after replaying its trace (or part of it).
+pub struct ProcessModel {
+    pub path: PathBuf,
+    pub header: Header,
+    pub counts: Counts,
+    pub devices: BTreeMap<i32, DeviceUsage>,
+    /// Pinned host memory held now and at most; never device memory.
+    pub pinned_host: u64,
+    pub peak_pinned_host: u64,
+    pub failures: Vec<Failure>,
+    /// The last free/total the program was told by `cuMemGetInfo`/`cudaMemGetInfo`.
+    pub last_meminfo: Option<(u64, u64)>,
+    /// Time of the last event (ns since the trace start).
+    pub last_t: u64,
+    pub notes: ReadNotes,
+    /// The error that stopped reading, if any: everything before it was used.
+    pub error: Option<TraceError>,
+    live: HashMap<u64, Block>,
+    physical: PhysicalTracker,
+    recent: VecDeque<Event>,
+}
+
+impl ProcessModel {
+    pub fn new(path: PathBuf, header: Header) -> Self {
+        ProcessModel {
+            path,
+            header,
+            counts: Counts::default(),
+            devices: BTreeMap::new(),
+            pinned_host: 0,
+            peak_pinned_host: 0,
+            failures: Vec::new(),
+            last_meminfo: None,
+            last_t: 0,
+            notes: ReadNotes::default(),
+            error: None,
+            live: HashMap::new(),
+            physical: PhysicalTracker::default(),
+            recent: VecDeque::with_capacity(RECENT_EVENTS),
+        }
+    }
+
+    /// Reads the whole trace, calling `each` after every event has been applied.
+    pub fn replay<R: std::io::Read>(
+        mut reader: TraceReader<R>,
+        mut each: impl FnMut(&Event, &ProcessModel),
+    ) -> ProcessModel {
+        let mut model = ProcessModel::new(reader.path().to_path_buf(), reader.header().clone());
+        loop {
+            match reader.next_event() {
+                Ok(Some(event)) => {
+                    model.apply(&event);
+                    each(&event, &model);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    model.error = Some(e);
+                    break;
+                }
+            }
+        }
+        model.notes = reader.notes.clone();
+        model.finish();
+        model
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: &Event) {
+        self.counts.events += 1;
+        self.last_t = self.last_t.max(e.t);
+        let op = e.api.op();
+        match op {
+            Op::Alloc | Op::Create => self.allocate(e),
+            Op::Free => self.free(e),
+            Op::Release if e.ok() => {
+                if let Some(b) = e.handle.and_then(|h| self.physical.release(h)) {
+                    self.uncount(&b);
+                }
+            }
+            Op::Map if e.ok() => {
+                if let Some(h) = e.handle {
+                    self.physical.map(e.addr, e.size, h);
+                }
+            }
+            Op::Unmap if e.ok() => {
+                for b in self.physical.unmap(e.addr, e.size) {
+                    self.uncount(&b);
+                }
+            }
+            Op::Meminfo if e.ok() => {
+                if let (Some(f), Some(t)) = (e.free, e.total) {
+                    self.last_meminfo = Some((f, t));
+                }
+            }
+            _ => {}
+        }
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(*e);
+    }
+
+    fn allocate(&mut self, e: &Event) {
+        if !e.ok() {
+            self.counts.failed_allocations += 1;
+            let reserved = self.devices.get(&e.dev).map(|d| d.reserved).unwrap_or(0);
+            let peak = self
+                .devices
+                .get(&e.dev)
+                .map(|d| d.peak_reserved)
+                .unwrap_or(0);
+            self.failures.push(Failure {
+                event: *e,
+                requested: e.size,
+                reserved_on_device: reserved,
+                peak_before: peak,
+                last_meminfo: self.last_meminfo,
+                recent: self.recent.iter().copied().collect(),
+            });
+            return;
+        }
+        self.counts.allocations += 1;
+        let block = Block {
+            addr: if e.api.op() == Op::Create {
+                e.handle.unwrap_or(0)
+            } else {
+                e.addr
+            },
+            size: e.size,
+            api: e.api,
+            dev: e.dev,
+            t: e.t,
+            tid: e.tid,
+            stack: e.stack,
+        };
+        if e.api.op() == Op::Create {
+            self.physical.create(block);
+        } else if let Some(old) = self.live.insert(block.addr, block) {
+            // The driver handed out a live address again: the free was not seen.
+            self.uncount(&old);
+        }
+        self.count(&block);
+    }
+
+    fn free(&mut self, e: &Event) {
+        self.counts.frees += 1;
+        if !e.ok() || e.addr == 0 {
+            return;
+        }
+        match self.live.remove(&e.addr) {
+            Some(b) => self.uncount(&b),
+            None => self.counts.unknown_frees += 1,
+        }
+    }
+
+    fn count(&mut self, b: &Block) {
+        let kind = b.kind();
+        if kind == Kind::Host {
+            self.pinned_host += b.size;
+            self.peak_pinned_host = self.peak_pinned_host.max(self.pinned_host);
+        } else if kind.is_device_memory() {
+            self.devices
+                .entry(b.dev)
+                .or_insert_with(|| DeviceUsage::new(b.dev))
+                .add(b.t, kind, b.key(), b.size);
+        }
+    }
+
+    fn uncount(&mut self, b: &Block) {
+        let kind = b.kind();
+        if kind == Kind::Host {
+            self.pinned_host = self.pinned_host.saturating_sub(b.size);
+        } else if let Some(d) = self.devices.get_mut(&b.dev) {
+            d.remove(kind, b.key(), b.size);
+        }
+    }
+
+    fn finish(&mut self) {
+        for d in self.devices.values_mut() {
+            d.settle_peak();
+        }
+    }
+
+    /// Everything live now (at the end: never freed), device memory and pinned host.
+    pub fn live_blocks(&self) -> impl Iterator<Item = &Block> {
+        self.live.values().chain(self.physical.live())
+    }
+
+    /// Whether the trace ended with an end record (the process exited normally).
+    pub fn ended(&self) -> bool {
+        self.notes.end.is_some()
+    }
+
+    /// Rank from the header's `RANK`, if set.
+    pub fn rank(&self) -> Option<&str> {
+        self.header.env.get("RANK").map(String::as_str)
+    }
+}
