@@ -51,6 +51,10 @@ pub unsafe fn real_dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_voi
 /// forwarding call would make this library the caller: OpenMP's tool loader then found
 /// itself and `import torch` spun forever. So RTLD_NEXT lookups leave by a tail jump,
 /// with the original return address still on the stack.
+/// `dlsym(RTLD_DEFAULT, ...)` depends on its caller too: a library `dlopen`ed with
+/// `RTLD_LOCAL` finds its own symbols (and its dependencies') that the global scope lacks.
+/// So default-scope lookups of names that are not CUDA entry points leave by the same
+/// tail jump; only the names vramtrace may wrap go through [`dlsym_lookup`].
 #[cfg(all(target_arch = "x86_64", not(test)))]
 #[unsafe(naked)]
 #[no_mangle]
@@ -58,7 +62,20 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     core::arch::naked_asm!(
         "cmp rdi, -1",
         "je 2f",
-        "jmp {lookup}",
+        "test rdi, rdi",
+        "jnz {lookup}",
+        // RTLD_DEFAULT: ask whether the name is one to wrap; 0 means it is.
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "mov rdi, rsi",
+        "call {plain}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jz {lookup}",
+        "jmp rax",
         "2:",
         "mov rax, qword ptr [rip + {real}]",
         "test rax, rax",
@@ -74,6 +91,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
         "pop rdi",
         "jmp rax",
         lookup = sym dlsym_lookup,
+        plain = sym plain_default_lookup,
         real = sym VRAMTRACE_REAL_DLSYM,
         resolve = sym resolve_real_dlsym,
     )
@@ -85,9 +103,25 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     // Same idea as x86-64: RTLD_NEXT (-1) leaves by a branch with x30 (the caller's
     // return address) untouched.
+    // RTLD_DEFAULT (0) of a name not to wrap leaves by a branch as well (see x86-64).
     core::arch::naked_asm!(
         "cmn x0, #1",
-        "b.ne {lookup}",
+        "b.eq 2f",
+        "cbz x0, 4f",
+        "b {lookup}",
+        "4:",
+        "stp x0, x1, [sp, #-32]!",
+        "str x30, [sp, #16]",
+        "mov x0, x1",
+        "bl {plain}",
+        "mov x16, x0",
+        "ldr x30, [sp, #16]",
+        "ldp x0, x1, [sp], #32",
+        "cbz x16, 5f",
+        "br x16",
+        "5:",
+        "b {lookup}",
+        "2:",
         "stp x0, x1, [sp, #-32]!",
         "str x30, [sp, #16]",
         "bl {resolve}",
@@ -96,8 +130,23 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
         "ldp x0, x1, [sp], #32",
         "br x16",
         lookup = sym dlsym_lookup,
+        plain = sym plain_default_lookup,
         resolve = sym resolve_real_dlsym,
     )
+}
+
+/// For `dlsym(RTLD_DEFAULT, name)`: glibc's `dlsym` when `name` is not one vramtrace may
+/// wrap (the caller then gets glibc's answer exactly, as if made by itself), else 0.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn plain_default_lookup(name: *const c_char) -> usize {
+    if !name.is_null() {
+        // SAFETY: dlsym's contract: name is a C string.
+        let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+        if symbols::Slot::find(bytes).is_some() {
+            return 0;
+        }
+    }
+    resolve_real_dlsym()
 }
 
 /// A lookup in a specific handle or the default scope: the real answer, replaced by a

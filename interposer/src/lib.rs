@@ -22,6 +22,7 @@ pub mod output;
 pub mod procaddr;
 pub mod queue;
 pub mod settings;
+pub mod stack;
 pub mod symbols;
 pub mod warn;
 pub mod writer;

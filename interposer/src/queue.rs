@@ -7,41 +7,72 @@ use vramtrace_schema::Event;
 
 const SHARDS: usize = 64;
 
+/// An event and its raw stack: `len` return addresses from `start` in the ips buffer.
+#[derive(Clone, Copy)]
+pub struct Queued {
+    pub event: Event,
+    pub start: u32,
+    pub len: u16,
+}
+
+struct Data {
+    items: Vec<Queued>,
+    ips: Vec<u64>,
+}
+
 #[repr(align(128))]
 struct Shard {
-    events: Mutex<Vec<Event>>,
+    data: Mutex<Data>,
 }
 
 static QUEUE: [Shard; SHARDS] = [const {
     Shard {
-        events: Mutex::new(Vec::new()),
+        data: Mutex::new(Data {
+            items: Vec::new(),
+            ips: Vec::new(),
+        }),
     }
 }; SHARDS];
 
 #[inline]
-pub fn push(tid: u32, event: Event) {
-    QUEUE[tid as usize % SHARDS].events.lock().push(event);
+pub fn push(tid: u32, event: Event, stack: &[u64]) {
+    let mut d = QUEUE[tid as usize % SHARDS].data.lock();
+    let start = d.ips.len() as u32;
+    d.ips.extend_from_slice(stack);
+    d.items.push(Queued {
+        event,
+        start,
+        len: stack.len() as u16,
+    });
 }
 
-/// Moves every queued event into `out`; each shard keeps its capacity.
-pub fn drain_into(out: &mut Vec<Event>) {
+/// Moves every queued event into `items` and their stacks into `ips`; each shard keeps
+/// its capacity.
+pub fn drain_into(items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
     for shard in &QUEUE {
-        let mut events = shard.events.lock();
-        out.extend(events.drain(..));
+        let mut d = shard.data.lock();
+        let offset = ips.len() as u32;
+        ips.extend_from_slice(&d.ips);
+        d.ips.clear();
+        items.extend(d.items.drain(..).map(|q| Queued {
+            start: q.start + offset,
+            ..q
+        }));
     }
 }
 
 /// For a signal handler: drains only the shards that are not locked right now, so it can
-/// never wait on a lock the interrupted code holds.
+/// never wait on a lock the interrupted code holds. Stacks are dropped.
 pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     let mut n = 0;
     for shard in &QUEUE {
-        if let Some(mut events) = shard.events.try_lock() {
-            for e in events.iter() {
-                each(e);
+        if let Some(mut d) = shard.data.try_lock() {
+            for q in d.items.iter() {
+                each(&q.event);
                 n += 1;
             }
-            events.clear();
+            d.items.clear();
+            d.ips.clear();
         }
     }
     n
@@ -50,7 +81,7 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
 /// fork: hold every shard so that no thread is half-way through a push in the child.
 pub fn lock_all() {
     for shard in &QUEUE {
-        std::mem::forget(shard.events.lock());
+        std::mem::forget(shard.data.lock());
     }
 }
 
@@ -58,7 +89,7 @@ pub fn lock_all() {
 pub fn unlock_all() {
     for shard in &QUEUE {
         // SAFETY: locked by lock_all in this thread, guards forgotten.
-        unsafe { shard.events.force_unlock() };
+        unsafe { shard.data.force_unlock() };
     }
 }
 
@@ -67,8 +98,10 @@ pub fn unlock_all_cleared() {
     for shard in &QUEUE {
         // SAFETY: locked by lock_all before fork; the child has only this thread.
         unsafe {
-            (*shard.events.data_ptr()).clear();
-            shard.events.force_unlock();
+            let d = &mut *shard.data.data_ptr();
+            d.items.clear();
+            d.ips.clear();
+            shard.data.force_unlock();
         }
     }
 }

@@ -16,6 +16,9 @@ pub struct Settings {
     pub flush_ms: u64,
     /// `VRAMTRACE_DISABLE=1`: load but record nothing.
     pub disabled: bool,
+    /// `VRAMTRACE_STACK_DEPTH` (default 64, at most 128) return addresses per event;
+    /// 0, or `VRAMTRACE_STACKS=0`, records no stacks.
+    pub stack_depth: usize,
 }
 
 pub const DEFAULT_OUTPUT: &str = "vramtrace-%h-%p.jsonl";
@@ -50,6 +53,15 @@ fn read() -> Settings {
         children: flag("VRAMTRACE_CHILDREN", true),
         flush_ms,
         disabled: flag("VRAMTRACE_DISABLE", false),
+        stack_depth: if flag("VRAMTRACE_STACKS", true) {
+            std::env::var("VRAMTRACE_STACK_DEPTH")
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .unwrap_or(64)
+                .min(crate::stack::MAX_DEPTH)
+        } else {
+            0
+        },
     }
 }
 

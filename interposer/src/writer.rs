@@ -2,13 +2,14 @@
 //! flush interval, or at once from the calling thread when an allocation failed or the
 //! process is about to end.
 
-use crate::{clock, output, queue, settings, warn};
+use crate::queue::{self, Queued};
+use crate::stack::intern::{Interner, NewNode};
+use crate::stack::symbolize::Symbolizer;
+use crate::{clock, output, settings, warn};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use vramtrace_schema::{
-    End, Event, Header, JsonBuf, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION,
-};
+use vramtrace_schema::{End, Header, JsonBuf, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
 
 enum State {
     /// No file yet: it is created with the first flush that has something to write, so a
@@ -22,15 +23,22 @@ enum State {
 struct Writer {
     state: State,
     written: u64,
-    batch: Vec<Event>,
+    batch: Vec<Queued>,
+    ips: Vec<u64>,
     text: Vec<u8>,
+    /// Stacks already in this file (reset with the file after fork).
+    stacks: Option<Interner>,
+    symbols: Option<Symbolizer>,
 }
 
 static WRITER: Mutex<Writer> = Mutex::new(Writer {
     state: State::Unopened,
     written: 0,
     batch: Vec::new(),
+    ips: Vec::new(),
     text: Vec::new(),
+    stacks: None,
+    symbols: None,
 });
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
@@ -132,15 +140,18 @@ pub fn flush_from_signal(signal: i32) {
 impl Writer {
     fn flush(&mut self) {
         let mut batch = std::mem::take(&mut self.batch);
-        queue::drain_into(&mut batch);
+        let mut ips = std::mem::take(&mut self.ips);
+        queue::drain_into(&mut batch, &mut ips);
         if !batch.is_empty() {
-            self.write_events(&mut batch);
+            self.write_events(&mut batch, &ips);
         }
         batch.clear();
+        ips.clear();
         self.batch = batch;
+        self.ips = ips;
     }
 
-    fn write_events(&mut self, batch: &mut [Event]) {
+    fn write_events(&mut self, batch: &mut [Queued], ips: &[u64]) {
         let fd = match self.state {
             State::Open(fd) => fd,
             State::Failed => return,
@@ -156,11 +167,18 @@ impl Writer {
                 }
             },
         };
-        batch.sort_by_key(|e| e.t);
+        batch.sort_by_key(|q| q.event.t);
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         let mut line = JsonBuf::new();
-        for e in batch.iter() {
+        let stacks = self.stacks.get_or_insert_with(Interner::default);
+        let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
+        for q in batch.iter() {
+            let mut e = q.event;
+            if q.len > 0 {
+                let frames = &ips[q.start as usize..q.start as usize + q.len as usize];
+                e.stack = stacks.intern(frames, |node| write_node(&mut text, symbols, &node));
+            }
             line.clear();
             e.write_json(&mut line);
             text.extend_from_slice(line.as_bytes());
@@ -181,6 +199,38 @@ impl Writer {
             }
         }
     }
+}
+
+/// The records a new stack node needs before the event that uses it: its frame (once per
+/// address, with the names the symboliser found) and the node itself.
+fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode) {
+    if node.new_ip {
+        let f = symbols.frame(node.ip);
+        let mut frame = serde_json::Map::new();
+        frame.insert("ip".into(), node.ip.into());
+        frame.insert("module".into(), f.module.into());
+        frame.insert("offset".into(), f.offset.into());
+        if let Some(function) = f.function {
+            frame.insert("function".into(), function.into());
+        }
+        if let Some(file) = f.file {
+            frame.insert("file".into(), file.into());
+        }
+        if let Some(line) = f.line {
+            frame.insert("line".into(), line.into());
+        }
+        let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
+        text.push(b'\n');
+    }
+    let mut line = JsonBuf::new();
+    line.raw("{\"node\":{\"id\":");
+    line.u64(node.id);
+    line.raw(",\"parent\":");
+    line.u64(node.parent);
+    line.raw(",\"ip\":");
+    line.u64(node.ip);
+    line.raw("}}\n");
+    text.extend_from_slice(line.as_bytes());
 }
 
 fn open() -> Result<i32, String> {
@@ -226,6 +276,7 @@ fn header() -> Header {
             output: s.output.clone(),
             children: s.children,
             flush_ms: s.flush_ms,
+            stack_depth: s.stack_depth as u32,
         },
         interposer: env!("CARGO_PKG_VERSION").into(),
     }
@@ -265,6 +316,7 @@ pub fn after_fork_child() {
         }
         w.state = State::Unopened;
         w.written = 0;
+        w.stacks = None;
         WRITER.force_unlock();
     }
     THREAD_STARTED.store(false, Ordering::Relaxed);

@@ -49,4 +49,7 @@ pub struct Settings {
     pub children: bool,
     /// `VRAMTRACE_FLUSH_MS`: the longest time an event waits before it is written.
     pub flush_ms: u64,
+    /// `VRAMTRACE_STACK_DEPTH`: return addresses recorded per event (0: stacks off).
+    #[serde(default)]
+    pub stack_depth: u32,
 }

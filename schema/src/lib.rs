@@ -9,9 +9,11 @@ pub mod api;
 pub mod event;
 pub mod header;
 pub mod reader;
+pub mod stacks;
 mod write;
 
 pub use api::{Api, Kind, Op};
 pub use event::{End, Event};
 pub use header::{Header, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
+pub use stacks::{Frame, Node, StackTable};
 pub use write::{JsonBuf, JsonOut};

@@ -4,6 +4,7 @@
 use crate::api::Api;
 use crate::event::{End, Event};
 use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
+use crate::stacks::{Frame, Node, StackTable};
 use serde::Deserialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -68,6 +69,8 @@ struct Line<'a> {
     #[serde(default)]
     stack: u64,
     end: Option<End>,
+    frame: Option<Frame>,
+    node: Option<Node>,
 }
 
 fn no_device() -> i32 {
@@ -96,6 +99,8 @@ pub struct TraceReader<R: Read = File> {
     line: Vec<u8>,
     line_no: u64,
     pub notes: ReadNotes,
+    /// Frames and stack nodes read so far (they precede the events that use them).
+    pub stacks: StackTable,
     pending: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     done: bool,
@@ -154,6 +159,7 @@ impl<R: Read> TraceReader<R> {
             line: Vec::with_capacity(512),
             line_no: 0,
             notes: ReadNotes::default(),
+            stacks: StackTable::default(),
             pending: BinaryHeap::new(),
             seq: 0,
             done: false,
@@ -290,6 +296,14 @@ impl<R: Read> TraceReader<R> {
                 self.notes.end = Some(end);
                 continue;
             }
+            if let Some(frame) = line.frame {
+                self.stacks.add_frame(frame);
+                continue;
+            }
+            if let Some(node) = line.node {
+                self.stacks.add_node(node);
+                continue;
+            }
             let Some(name) = line.api else {
                 self.notes.unknown_records += 1;
                 continue;
@@ -370,6 +384,7 @@ fn placeholder_header() -> Header {
             output: String::new(),
             children: true,
             flush_ms: 0,
+            stack_depth: 0,
         },
         interposer: String::new(),
     }

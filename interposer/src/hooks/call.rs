@@ -2,6 +2,8 @@
 
 use super::device;
 use crate::guard::{self, Depth};
+use crate::stack::capture::capture;
+use crate::stack::MAX_DEPTH;
 use crate::{clock, queue, settings, writer};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use vramtrace_schema::{Api, Event, Op};
@@ -58,7 +60,14 @@ fn submit(tid: u32, event: Event) {
         event.api.op(),
         Op::Alloc | Op::Create | Op::Reserve | Op::Map
     );
-    queue::push(tid, event);
+    let depth = settings::get().stack_depth;
+    let mut stack = [0u64; MAX_DEPTH];
+    let n = if depth > 0 {
+        capture(&mut stack[..depth])
+    } else {
+        0
+    };
+    queue::push(tid, event, &stack[..n]);
     writer::ensure_thread();
     // A failed allocation is usually followed by a crash: it reaches the file before the
     // program sees the error.

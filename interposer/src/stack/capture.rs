@@ -1,0 +1,202 @@
+//! Taking the caller's return addresses on the hot path.
+
+use super::modules::{self, MappedBytes};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{
+    ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind, Unwinder,
+};
+use parking_lot::RwLock;
+use std::cell::{Cell, RefCell};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+type Policy = MustNotAllocateDuringUnwind;
+type Cache = CacheX86_64<Policy>;
+
+struct State {
+    unwinder: UnwinderX86_64<MappedBytes, Policy>,
+    /// Runtime addresses of every known module, sorted by start.
+    ranges: Vec<Range<u64>>,
+    /// This library's own range: its frames (the hook, the recorder) are left out.
+    ours: Range<u64>,
+}
+
+static STATE: RwLock<Option<State>> = RwLock::new(None);
+/// Monotonic ns of the last module rescan, to rescan at most every few ms when code
+/// outside every known module (a new `dlopen`, JIT code) shows up.
+static LAST_SCAN_NS: AtomicU64 = AtomicU64::new(0);
+const RESCAN_INTERVAL_NS: u64 = 5_000_000;
+
+thread_local! {
+    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
+    /// This thread's stack bounds: reads outside them are refused, never faulted.
+    static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+fn build() -> State {
+    let mut unwinder = UnwinderX86_64::new();
+    let mut ranges = Vec::new();
+    let ours_addr = build as *const () as u64;
+    let mut ours = 0..0;
+    for m in modules::loaded() {
+        if m.range.contains(&ours_addr) {
+            ours = m.range.clone();
+        }
+        ranges.push(m.range.clone());
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: m.text.as_ref().map(|t| t.0.clone()),
+            text: m.text.as_ref().map(|t| t.1),
+            eh_frame_svma: m.eh_frame.as_ref().map(|t| t.0.clone()),
+            eh_frame: m.eh_frame.as_ref().map(|t| t.1),
+            eh_frame_hdr_svma: m.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+            eh_frame_hdr: m.eh_frame_hdr.as_ref().map(|t| t.1),
+            ..Default::default()
+        };
+        unwinder.add_module(Module::new(m.path, m.range, m.base, info));
+    }
+    ranges.sort_by_key(|r| r.start);
+    State {
+        unwinder,
+        ranges,
+        ours,
+    }
+}
+
+fn known(ranges: &[Range<u64>], addr: u64) -> bool {
+    let i = ranges.partition_point(|r| r.start <= addr);
+    i > 0 && ranges[i - 1].contains(&addr)
+}
+
+fn stack_bounds() -> (u64, u64) {
+    let b = STACK.try_with(Cell::get).unwrap_or((0, 0));
+    if b.1 != 0 {
+        return b;
+    }
+    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
+    let b = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return (0, 0);
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: usize = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if !ok {
+            return (0, 0);
+        }
+        (addr as u64, addr as u64 + size as u64)
+    };
+    let _ = STACK.try_with(|s| s.set(b));
+    b
+}
+
+/// Returns the registers of the caller of this (never inlined) function.
+#[inline(never)]
+fn registers() -> (u64, u64, u64) {
+    let (ip, sp, bp): (u64, u64, u64);
+    // SAFETY: reads three registers, touches nothing.
+    unsafe {
+        std::arch::asm!(
+            "lea {ip}, [rip]",
+            "mov {sp}, rsp",
+            "mov {bp}, rbp",
+            ip = out(reg) ip,
+            sp = out(reg) sp,
+            bp = out(reg) bp,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    (ip, sp, bp)
+}
+
+/// Fills `out` with the return addresses of the calling thread, innermost first, leaving
+/// out vramtrace's own frames. Returns how many were written (0 when the stack cannot be
+/// taken right now, e.g. during thread teardown).
+pub fn capture(out: &mut [u64]) -> usize {
+    if out.is_empty() {
+        return 0;
+    }
+    let (lo, hi) = stack_bounds();
+    if hi == 0 {
+        return 0;
+    }
+    let mut n = capture_with(out, lo, hi);
+    if n == usize::MAX {
+        rescan();
+        n = capture_with(out, lo, hi);
+    }
+    if n == usize::MAX {
+        0
+    } else {
+        n
+    }
+}
+
+/// `usize::MAX` asks for a rescan: a frame lay outside every known module.
+fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
+    if STATE.read().is_none() {
+        let mut w = STATE.write();
+        if w.is_none() {
+            *w = Some(build());
+            LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
+        }
+    }
+    let guard = STATE.read();
+    let Some(state) = guard.as_ref() else {
+        return 0;
+    };
+    let result = CACHE.try_with(|cache| {
+        let mut cache = cache.try_borrow_mut().ok()?;
+        let cache = cache.get_or_insert_with(|| Box::new(Cache::new_in()));
+        let (ip, sp, bp) = registers();
+        let mut read = |addr: u64| {
+            if addr < lo || addr.saturating_add(8) > hi || addr % 8 != 0 {
+                return Err(());
+            }
+            // SAFETY: inside this thread's stack, aligned.
+            Ok(unsafe { std::ptr::read(addr as *const u64) })
+        };
+        let mut frames =
+            state
+                .unwinder
+                .iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read);
+        let mut n = 0;
+        let mut unknown = false;
+        while let Ok(Some(frame)) = frames.next() {
+            let addr = frame.address();
+            if let FrameAddress::ReturnAddress(_) = frame {
+                if !known(&state.ranges, addr) {
+                    unknown = true;
+                    break;
+                }
+            }
+            if state.ours.contains(&addr) {
+                continue;
+            }
+            out[n] = addr;
+            n += 1;
+            if n == out.len() {
+                break;
+            }
+        }
+        Some(if unknown && n < out.len() && rescan_due() {
+            usize::MAX
+        } else {
+            n
+        })
+    });
+    result.ok().flatten().unwrap_or(0)
+}
+
+fn rescan_due() -> bool {
+    let now = crate::clock::monotonic_ns();
+    now.saturating_sub(LAST_SCAN_NS.load(Ordering::Relaxed)) > RESCAN_INTERVAL_NS
+}
+
+fn rescan() {
+    let state = build();
+    LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
+    *STATE.write() = Some(state);
+}

@@ -1,0 +1,72 @@
+//! Identical stacks are written once: a trie of (caller node, return address) nodes, as
+//! heaptrack does. An event carries the id of its innermost node; a stack is read back
+//! by following `parent` links to the root (id 0).
+
+use std::collections::{HashMap, HashSet};
+
+#[derive(Default)]
+pub struct Interner {
+    nodes: HashMap<(u64, u64), u64>,
+    ips: HashSet<u64>,
+}
+
+/// A node the trace does not have yet, to be written before the event that uses it.
+pub struct NewNode {
+    pub id: u64,
+    pub parent: u64,
+    pub ip: u64,
+    /// The first node with this address: its frame record must be written too.
+    pub new_ip: bool,
+}
+
+impl Interner {
+    /// The id of the stack `ips` (innermost first); `each` gets every node created.
+    pub fn intern(&mut self, ips: &[u64], mut each: impl FnMut(NewNode)) -> u64 {
+        let mut parent = 0;
+        for &ip in ips.iter().rev() {
+            let next = self.nodes.len() as u64 + 1;
+            let id = *self.nodes.entry((parent, ip)).or_insert(next);
+            if id == next {
+                let new_ip = self.ips.insert(ip);
+                each(NewNode {
+                    id,
+                    parent,
+                    ip,
+                    new_ip,
+                });
+            }
+            parent = id;
+        }
+        parent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_callers_are_one_node_each() {
+        let mut trie = Interner::default();
+        let mut created = Vec::new();
+        // main(0x10) -> a(0x20) -> alloc(0x30), then main -> b(0x21) -> alloc(0x30)
+        let s1 = trie.intern(&[0x30, 0x20, 0x10], |n| {
+            created.push((n.id, n.parent, n.ip, n.new_ip))
+        });
+        let s2 = trie.intern(&[0x30, 0x21, 0x10], |n| {
+            created.push((n.id, n.parent, n.ip, n.new_ip))
+        });
+        let again = trie.intern(&[0x30, 0x20, 0x10], |_| panic!("nothing new"));
+        assert_eq!((s1, s2, again), (3, 5, 3));
+        assert_eq!(
+            created,
+            vec![
+                (1, 0, 0x10, true),
+                (2, 1, 0x20, true),
+                (3, 2, 0x30, true),
+                (4, 1, 0x21, true),
+                (5, 4, 0x30, false)
+            ]
+        );
+    }
+}

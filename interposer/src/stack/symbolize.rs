@@ -1,0 +1,91 @@
+//! Names for return addresses, on the writer thread: module and offset always; function
+//! (demangled), file and line where the module has symbols or debug information. They go
+//! into the trace so that it reads the same on another machine.
+
+use super::modules;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// What is known of one frame.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrameInfo {
+    pub module: String,
+    /// Offset of the address in its module's file address space.
+    pub offset: u64,
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+struct Known {
+    path: String,
+    base: u64,
+    range: Range<u64>,
+}
+
+#[derive(Default)]
+pub struct Symbolizer {
+    modules: Vec<Known>,
+    loaders: HashMap<String, Option<addr2line::Loader>>,
+}
+
+impl Symbolizer {
+    fn module(&mut self, ip: u64) -> Option<&Known> {
+        if !self.modules.iter().any(|m| m.range.contains(&ip)) {
+            self.modules = modules::loaded()
+                .into_iter()
+                .map(|m| Known {
+                    path: m.path,
+                    base: m.base,
+                    range: m.range,
+                })
+                .collect();
+        }
+        self.modules.iter().find(|m| m.range.contains(&ip))
+    }
+
+    /// Describes the return address `ip`.
+    pub fn frame(&mut self, ip: u64) -> FrameInfo {
+        let Some(m) = self.module(ip) else {
+            return FrameInfo {
+                module: "?".into(),
+                offset: ip,
+                ..Default::default()
+            };
+        };
+        let (path, offset) = (m.path.clone(), ip - m.base);
+        let mut info = FrameInfo {
+            module: path.clone(),
+            offset,
+            ..Default::default()
+        };
+        let loader = self
+            .loaders
+            .entry(path.clone())
+            .or_insert_with(|| addr2line::Loader::new(&path).ok());
+        let Some(loader) = loader else {
+            return info;
+        };
+        // A return address points after the call: look up the call instruction itself.
+        let probe = offset.saturating_sub(1);
+        if let Ok(mut frames) = loader.find_frames(probe) {
+            if let Ok(Some(frame)) = frames.next() {
+                info.function = frame
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.demangle().ok())
+                    .map(|n| n.into_owned());
+                if let Some(loc) = frame.location {
+                    info.file = loc.file.map(str::to_string);
+                    info.line = loc.line;
+                }
+            }
+        }
+        if info.function.is_none() {
+            info.function = loader
+                .find_symbol(probe)
+                .map(|name| addr2line::demangle_auto(name.into(), None).into_owned());
+        }
+        info
+    }
+}

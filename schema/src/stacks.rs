@@ -1,0 +1,142 @@
+//! Stack records: frames (one per return address, with the names the interposer found)
+//! and the trie nodes that events point at.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// `{"frame":{...}}`: one return address, written before the first node that uses it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    pub ip: u64,
+    /// Path of the executable or library.
+    pub module: String,
+    /// Address within the module's file address space.
+    pub offset: u64,
+    /// Demangled function name, where the module has symbols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Source file and line, where the module has debug information.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// `{"node":{"id":N,"parent":P,"ip":X}}`: the stack `parent` with frame `ip` called from it
+/// (`parent` 0 is the root). An event's `stack` is its innermost node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: u64,
+    pub parent: u64,
+    pub ip: u64,
+}
+
+/// Every frame and node of a trace, in memory proportional to the distinct stacks.
+#[derive(Clone, Debug, Default)]
+pub struct StackTable {
+    frames: HashMap<u64, Frame>,
+    nodes: HashMap<u64, (u64, u64)>,
+}
+
+impl StackTable {
+    pub fn add_frame(&mut self, frame: Frame) {
+        self.frames.insert(frame.ip, frame);
+    }
+
+    pub fn add_node(&mut self, node: Node) {
+        self.nodes.insert(node.id, (node.parent, node.ip));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Return addresses of `stack`, innermost first (empty for stack 0 or an unknown id).
+    pub fn ips(&self, stack: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut id = stack;
+        while id != 0 {
+            let Some(&(parent, ip)) = self.nodes.get(&id) else {
+                break;
+            };
+            out.push(ip);
+            // A corrupt trace could hold a cycle: no stack is deeper than the nodes.
+            if out.len() > self.nodes.len() {
+                break;
+            }
+            id = parent;
+        }
+        out
+    }
+
+    pub fn frame(&self, ip: u64) -> Option<&Frame> {
+        self.frames.get(&ip)
+    }
+
+    /// The frames of `stack`, innermost first; addresses without a frame record are skipped.
+    pub fn frames(&self, stack: u64) -> Vec<&Frame> {
+        self.ips(stack)
+            .into_iter()
+            .filter_map(|ip| self.frame(ip))
+            .collect()
+    }
+}
+
+impl Frame {
+    /// `function (file:line)`, or `module+0xoffset` without symbols.
+    pub fn describe(&self) -> String {
+        let module = self.module.rsplit('/').next().unwrap_or(&self.module);
+        match (&self.function, &self.file, self.line) {
+            (Some(f), Some(file), Some(line)) => {
+                let file = file.rsplit('/').next().unwrap_or(file);
+                format!("{f} ({file}:{line})")
+            }
+            (Some(f), _, _) => format!("{f} ({module})"),
+            _ => format!("{module}+{:#x}", self.offset),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_follow_parents_to_the_root() {
+        let mut t = StackTable::default();
+        t.add_node(Node {
+            id: 1,
+            parent: 0,
+            ip: 10,
+        });
+        t.add_node(Node {
+            id: 2,
+            parent: 1,
+            ip: 20,
+        });
+        t.add_node(Node {
+            id: 3,
+            parent: 2,
+            ip: 30,
+        });
+        assert_eq!(t.ips(3), vec![30, 20, 10]);
+        assert_eq!(t.ips(0), Vec::<u64>::new());
+        assert_eq!(t.ips(99), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_cycle_in_a_corrupt_trace_ends() {
+        let mut t = StackTable::default();
+        t.add_node(Node {
+            id: 1,
+            parent: 2,
+            ip: 10,
+        });
+        t.add_node(Node {
+            id: 2,
+            parent: 1,
+            ip: 20,
+        });
+        assert!(t.ips(1).len() <= 3);
+    }
+}
