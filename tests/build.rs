@@ -35,6 +35,13 @@ enum Link {
 /// (executable, source, workload name given to truth.c, link, extra flags)
 const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
     (
+        "callchain",
+        "callchain.c",
+        "callchain",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "runtime_dynamic",
         "runtime_workload.c",
         "runtime-dynamic",

@@ -9,6 +9,33 @@ use std::cell::Cell;
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     static TID: Cell<u32> = const { Cell::new(0) };
+    static IN_PYTHON: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While Python frames are read, the hook that reads them steps aside: reading can run
+/// Python code (a garbage collection freeing a tensor), and a CUDA call made there is a
+/// user call to record, not vramtrace's own. Such a nested call gets native frames only.
+pub struct PythonCapture {
+    depth: u32,
+}
+
+impl PythonCapture {
+    /// `None` when this thread is already reading Python frames.
+    pub fn begin() -> Option<PythonCapture> {
+        let busy = IN_PYTHON.try_with(|p| p.replace(true)).unwrap_or(true);
+        if busy {
+            return None;
+        }
+        let depth = DEPTH.try_with(|d| d.replace(0)).unwrap_or(0);
+        Some(PythonCapture { depth })
+    }
+}
+
+impl Drop for PythonCapture {
+    fn drop(&mut self) {
+        let _ = DEPTH.try_with(|d| d.set(self.depth));
+        let _ = IN_PYTHON.try_with(|p| p.set(false));
+    }
 }
 
 /// Marks the thread as inside a hook until dropped.

@@ -19,6 +19,8 @@ pub struct Settings {
     /// `VRAMTRACE_STACK_DEPTH` (default 64, at most 128) return addresses per event;
     /// 0, or `VRAMTRACE_STACKS=0`, records no stacks.
     pub stack_depth: usize,
+    /// `VRAMTRACE_PYTHON` (default 1): Python frames for threads that hold the GIL.
+    pub python: bool,
 }
 
 pub const DEFAULT_OUTPUT: &str = "vramtrace-%h-%p.jsonl";
@@ -62,6 +64,7 @@ fn read() -> Settings {
         } else {
             0
         },
+        python: flag("VRAMTRACE_PYTHON", true),
     }
 }
 

@@ -277,6 +277,7 @@ fn header() -> Header {
             children: s.children,
             flush_ms: s.flush_ms,
             stack_depth: s.stack_depth as u32,
+            python: s.python,
         },
         interposer: env!("CARGO_PKG_VERSION").into(),
     }

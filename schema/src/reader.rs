@@ -226,10 +226,10 @@ impl<R: Read> TraceReader<R> {
     }
 
     /// Reads one line into `self.line`, refusing lines longer than [`MAX_LINE`] without
-    /// buffering them.
+    /// buffering them, and without reading the rest of such a line: a too-long line ends
+    /// the trace, so a 2-GB line costs one MiB of reading, not two GB.
     fn read_line(&mut self) -> Result<LineRead, TraceError> {
         self.line.clear();
-        let mut too_long = false;
         loop {
             let chunk = match self.input.fill_buf() {
                 Ok(c) => c,
@@ -237,10 +237,6 @@ impl<R: Read> TraceReader<R> {
                 Err(e) => return Err(self.error(format!("read error: {e}"))),
             };
             if chunk.is_empty() {
-                if too_long {
-                    self.line_no += 1;
-                    return Ok(LineRead::TooLong);
-                }
                 if self.line.is_empty() {
                     return Ok(LineRead::Eof);
                 }
@@ -252,20 +248,16 @@ impl<R: Read> TraceReader<R> {
                 None => (chunk.len(), false),
             };
             let body = if found { &chunk[..take - 1] } else { chunk };
-            if !too_long && self.line.len() + body.len() <= MAX_LINE {
-                self.line.extend_from_slice(body);
-            } else {
-                too_long = true;
+            if self.line.len() + body.len() > MAX_LINE {
                 self.line.clear();
+                self.line_no += 1;
+                return Ok(LineRead::TooLong);
             }
+            self.line.extend_from_slice(body);
             self.input.consume(take);
             if found {
                 self.line_no += 1;
-                return Ok(if too_long {
-                    LineRead::TooLong
-                } else {
-                    LineRead::Full
-                });
+                return Ok(LineRead::Full);
             }
         }
     }
@@ -385,6 +377,7 @@ fn placeholder_header() -> Header {
             children: true,
             flush_ms: 0,
             stack_depth: 0,
+            python: false,
         },
         interposer: String::new(),
     }

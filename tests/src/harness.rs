@@ -2,10 +2,11 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
-use vramtrace_schema::{Event, Header, Op};
+use vramtrace_schema::{Event, Header, Op, StackTable};
 
 /// `target/<profile>/sim`, where build.rs put the simulated stack and the C workloads.
 pub fn sim_dir() -> PathBuf {
@@ -35,6 +36,22 @@ pub fn interposer() -> PathBuf {
     built("libvramtrace.so")
 }
 
+/// A workload script in the source tree (`tests/workloads/NAME`).
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads")
+        .join(name)
+}
+
+/// The system's Python, as a user would run it.
+pub fn python() -> PathBuf {
+    ["/usr/bin/python3", "/bin/python3"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
 /// A workload executable: a C one in `sim/`, or a Rust one beside `vramtrace`.
 pub fn workload(name: &str) -> PathBuf {
     let c = sim_dir().join(name);
@@ -52,6 +69,8 @@ pub struct Trace {
     pub events: Vec<Event>,
     pub notes: ReadNotes,
     pub error: Option<TraceError>,
+    /// Frames and stack nodes, read from this file alone.
+    pub stacks: StackTable,
 }
 
 impl Trace {
@@ -71,6 +90,7 @@ impl Trace {
             events,
             notes: reader.notes.clone(),
             error,
+            stacks: reader.stacks.clone(),
         })
     }
 
@@ -191,6 +211,14 @@ pub fn run_sim(
     vt_args: &[&str],
     env: &[(&str, &str)],
 ) -> Outcome {
+    let program = workload(workload_name);
+    let mut command: Vec<&OsStr> = vec![program.as_os_str()];
+    command.extend(args.iter().map(OsStr::new));
+    run_sim_command(&command, vt_args, env)
+}
+
+/// Runs `vramtrace run --sim [vt_args] -- COMMAND...` with `env` set.
+pub fn run_sim_command(command: &[&OsStr], vt_args: &[&str], env: &[(&str, &str)]) -> Outcome {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut cmd = Command::new(vramtrace());
     cmd.arg("run")
@@ -199,7 +227,7 @@ pub fn run_sim(
         .arg(dir.path())
         .args(vt_args)
         .arg("--");
-    cmd.arg(workload(workload_name)).args(args);
+    cmd.args(command);
     for (k, v) in env {
         cmd.env(k, v);
     }

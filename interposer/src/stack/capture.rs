@@ -1,6 +1,7 @@
 //! Taking the caller's return addresses on the hot path.
 
 use super::modules::{self, MappedBytes};
+use super::python::{self, PyStack};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{
     ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind, Unwinder,
@@ -115,6 +116,37 @@ fn registers() -> (u64, u64, u64) {
 /// out vramtrace's own frames. Returns how many were written (0 when the stack cannot be
 /// taken right now, e.g. during thread teardown).
 pub fn capture(out: &mut [u64]) -> usize {
+    let n = capture_native(out);
+    let Some(_python) = crate::guard::PythonCapture::begin() else {
+        return n;
+    };
+    let mut py = [0u64; super::MAX_DEPTH];
+    let room = out.len().min(py.len());
+    match python::capture(&mut py[..room]) {
+        PyStack::Absent => n,
+        PyStack::NoGil => {
+            if n < out.len() {
+                out[n] = python::NO_GIL;
+                n + 1
+            } else {
+                n
+            }
+        }
+        PyStack::Frames(k) => {
+            // Python frames replace the interpreter's own native frames, from the first
+            // one inward of the caller (e.g. ctypes -> libffi -> the eval loop -> ...).
+            let at = out[..n]
+                .iter()
+                .position(|&ip| python::in_interpreter(ip))
+                .unwrap_or(n);
+            let k = k.min(out.len() - at);
+            out[at..at + k].copy_from_slice(&py[..k]);
+            at + k
+        }
+    }
+}
+
+fn capture_native(out: &mut [u64]) -> usize {
     if out.is_empty() {
         return 0;
     }

@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod intern;
 pub mod modules;
+pub mod python;
 pub mod symbolize;
 
 /// The most frames one stack holds (`VRAMTRACE_STACK_DEPTH` is capped to it).

@@ -6,6 +6,9 @@ use super::modules;
 use std::collections::HashMap;
 use std::ops::Range;
 
+/// The module name of Python frames.
+pub const PYTHON_MODULE: &str = "<python>";
+
 /// What is known of one frame.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FrameInfo {
@@ -46,6 +49,15 @@ impl Symbolizer {
 
     /// Describes the return address `ip`.
     pub fn frame(&mut self, ip: u64) -> FrameInfo {
+        if let Some((file, function, line)) = super::python::describe(ip) {
+            return FrameInfo {
+                module: PYTHON_MODULE.into(),
+                offset: line as u64,
+                function: Some(function),
+                file: (!file.is_empty()).then_some(file),
+                line: (line != 0).then_some(line),
+            };
+        }
         let Some(m) = self.module(ip) else {
             return FrameInfo {
                 module: "?".into(),

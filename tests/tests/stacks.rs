@@ -1,0 +1,180 @@
+//! Call stacks: each allocation's stack names the functions that made it, in order, from
+//! the trace file alone; identical stacks are written once; Python frames appear for
+//! threads holding the GIL.
+
+use serde_json::Value;
+use vramtrace_schema::{Event, Frame, StackTable};
+use vramtrace_tests::harness::{check, python, run_sim, run_sim_command, script, Outcome};
+
+fn same(api: &str) -> Option<String> {
+    Some(api.to_string())
+}
+
+/// The JSON after `prefix` on the workload's stdout.
+fn printed(run: &Outcome, prefix: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn allocations_of(run: &Outcome, size: u64) -> Vec<Event> {
+    run.traces[0]
+        .events
+        .iter()
+        .filter(|e| e.api.name() == "cudaMalloc" && e.size == size)
+        .copied()
+        .collect()
+}
+
+fn frames(stacks: &StackTable, e: &Event) -> Vec<Frame> {
+    stacks.frames(e.stack).into_iter().cloned().collect()
+}
+
+#[test]
+fn native_stacks_name_the_calling_functions_in_order() {
+    let run = run_sim("callchain", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    check(&run, run.truth("callchain"), same);
+    let trace = &run.traces[0];
+    for chain in printed(&run, "VRAMTRACE_CHAINS ").as_array().unwrap() {
+        let size = chain["size"].as_u64().unwrap();
+        let expected: Vec<&str> = chain["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        let events = allocations_of(&run, size);
+        assert!(!events.is_empty(), "an allocation of {size}");
+        for e in &events {
+            let names: Vec<String> = frames(&trace.stacks, e)
+                .iter()
+                .map(|f| f.function.clone().unwrap_or_default())
+                .collect();
+            assert_eq!(
+                &names[..expected.len()],
+                &expected[..],
+                "stack of the {size}-byte allocation: {names:?}"
+            );
+            let leaf = &frames(&trace.stacks, e)[0];
+            assert!(
+                leaf.file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with("callchain.c")),
+                "file and line from debug info: {leaf:?}"
+            );
+            assert!(leaf.line.is_some());
+        }
+    }
+    // The two allocations made from one call site share one stack id.
+    let first = allocations_of(&run, (1 << 20) + 1);
+    assert_eq!(first.len(), 2);
+    assert_eq!(first[0].stack, first[1].stack);
+}
+
+#[test]
+fn stacks_off_records_the_same_events_and_no_stack() {
+    let with = run_sim("callchain", &[], &[], &[]);
+    let without = run_sim("callchain", &[], &["--no-stacks"], &[]);
+    assert!(without.output.status.success(), "{}", without.stderr());
+    let calls = |run: &Outcome| -> Vec<(String, u64, i32)> {
+        run.traces[0]
+            .events
+            .iter()
+            .map(|e| (e.api.name().to_string(), e.size, e.res))
+            .collect()
+    };
+    assert_eq!(calls(&with), calls(&without));
+    assert!(without.traces[0].events.iter().all(|e| e.stack == 0));
+    let raw = std::fs::read_to_string(&without.traces[0].path).unwrap();
+    assert!(
+        !raw.contains("\"frame\"") && !raw.contains("\"node\""),
+        "no stack records"
+    );
+    assert_eq!(without.traces[0].header.settings.stack_depth, 0);
+}
+
+#[test]
+fn stack_depth_limits_the_frames() {
+    let run = run_sim("callchain", &[], &["--stack-depth", "3"], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let trace = &run.traces[0];
+    for e in &trace.events {
+        assert!(trace.stacks.ips(e.stack).len() <= 3);
+    }
+    let deep = allocations_of(&run, 3 * (1 << 20) + 3);
+    let names: Vec<String> = frames(&trace.stacks, &deep[0])
+        .iter()
+        .map(|f| f.function.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["chain_leaf", "chain_recurse", "chain_recurse"]);
+}
+
+#[test]
+fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
+    let py = python();
+    let file = script("python_ctypes.py");
+    let run = run_sim_command(&[py.as_os_str(), file.as_os_str()], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("python-ctypes");
+    check(&run, truth, same);
+    let trace = run.trace_for(truth);
+    let records = printed(&run, "VRAMTRACE_PYFRAMES ");
+    for r in records.as_array().unwrap() {
+        let size = r["size"].as_u64().unwrap();
+        let e = trace
+            .events
+            .iter()
+            .find(|e| e.api.name() == "cudaMalloc" && e.size == size)
+            .expect("the allocation");
+        let stack = frames(&trace.stacks, e);
+        let python: Vec<(String, u32, String)> = stack
+            .iter()
+            .filter(|f| f.module == "<python>" && f.line.is_some())
+            .map(|f| {
+                (
+                    f.file.clone().unwrap_or_default(),
+                    f.line.unwrap(),
+                    f.function.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if r["gil"].as_bool().unwrap() {
+            let expected: Vec<(String, u32, String)> = r["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    (
+                        f[0].as_str().unwrap().to_string(),
+                        f[1].as_u64().unwrap() as u32,
+                        f[2].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                python, expected,
+                "Python frames of the {size}-byte allocation"
+            );
+            // Native frames of the call into the runtime come first, above Python.
+            assert!(stack[0].module != "<python>");
+        } else {
+            assert!(
+                python.is_empty(),
+                "no Python frames without the GIL: {stack:?}"
+            );
+            let last = stack.last().expect("a stack");
+            assert_eq!(last.module, "<python>");
+            assert!(
+                last.function
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("without the GIL"),
+                "{last:?}"
+            );
+        }
+    }
+}

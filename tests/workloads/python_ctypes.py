@@ -1,0 +1,92 @@
+"""Allocations from Python through ctypes into the simulated runtime, from named functions
+on known lines. Prints its ground truth like the C workloads, and one line
+    VRAMTRACE_PYFRAMES [{"size": N, "gil": bool, "frames": [[file, line, function], ...]}]
+with, for each allocation, the Python frames innermost first as Python itself sees them.
+
+PyDLL keeps the GIL during the foreign call, CDLL releases it: an allocation through
+CDLL is made by a thread that does not hold the GIL, so it has native frames only.
+"""
+import ctypes
+import json
+import os
+import sys
+
+runtime = ctypes.PyDLL("libcudart.so.12")
+runtime_nogil = ctypes.CDLL("libcudart.so.12")
+records = []
+live = []
+calls = {}
+
+
+def python_frames():
+    """The caller's Python stack, innermost first, as (file, line, function)."""
+    frame = sys._getframe(1)
+    out = []
+    while frame is not None:
+        out.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
+        frame = frame.f_back
+    return out
+
+
+def count(api, op, size):
+    entry = calls.setdefault((api, op), [0, 0])
+    entry[0] += 1
+    entry[1] += size
+
+
+def allocate_with_gil(size):
+    pointer = ctypes.c_void_p()
+    frames = python_frames(); err = runtime.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(size))  # noqa: E702
+    assert err == 0, err
+    records.append({"size": size, "gil": True, "frames": frames})
+    count("cudaMalloc", "alloc", size)
+    live.append(pointer)
+
+
+def allocate_without_gil(size):
+    pointer = ctypes.c_void_p()
+    err = runtime_nogil.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(size))
+    assert err == 0, err
+    records.append({"size": size, "gil": False, "frames": []})
+    count("cudaMalloc", "alloc", size)
+    live.append(pointer)
+
+
+def build_model():
+    allocate_with_gil(1 << 20)
+    allocate_with_gil(2 << 20)
+
+
+def train_step():
+    build_model()
+    allocate_without_gil(3 << 20)
+
+
+def main():
+    if runtime.cudaSetDevice(0) != 0:
+        sys.exit(2)
+    train_step()
+    peak = sum(r["size"] for r in records)
+    for pointer in live:
+        assert runtime.cudaFree(pointer) == 0
+        count("cudaFree", "free", 0)
+    print("VRAMTRACE_PYFRAMES " + json.dumps(records))
+    truth = {
+        "workload": "python-ctypes",
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "calls": [
+            {"api": api, "op": op, "count": n, "failed": 0, "bytes": size}
+            for (api, op), (n, size) in sorted(calls.items())
+        ],
+        "peak_live_bytes": {"0": peak},
+        "peak_live_bytes_upper": {"0": peak},
+        "live_bytes_at_end": {"0": 0},
+        "meminfo": [],
+        "threads": 1,
+    }
+    print("VRAMTRACE_TRUTH " + json.dumps(truth))
+    sys.stdout.flush()
+
+
+main()
