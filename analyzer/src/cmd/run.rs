@@ -24,6 +24,15 @@ pub struct RunArgs {
     /// Longest time, in ms (1-100), an event waits before it is written.
     #[arg(long, value_name = "MS")]
     pub flush_ms: Option<u64>,
+    /// Return addresses recorded per event (default 64, at most 128).
+    #[arg(long, value_name = "N")]
+    pub stack_depth: Option<u32>,
+    /// Record no call stacks.
+    #[arg(long, conflicts_with = "stack_depth")]
+    pub no_stacks: bool,
+    /// Record no Python frames (native frames only).
+    #[arg(long)]
+    pub no_python: bool,
     /// The command to run.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -128,6 +137,15 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     }
     if let Some(ms) = args.flush_ms {
         cmd.env("VRAMTRACE_FLUSH_MS", ms.to_string());
+    }
+    if let Some(depth) = args.stack_depth {
+        cmd.env("VRAMTRACE_STACK_DEPTH", depth.to_string());
+    }
+    if args.no_stacks {
+        cmd.env("VRAMTRACE_STACKS", "0");
+    }
+    if args.no_python {
+        cmd.env("VRAMTRACE_PYTHON", "0");
     }
     if args.sim {
         let sim = find_sim()?;
