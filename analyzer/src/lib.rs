@@ -5,5 +5,7 @@ pub mod cmd;
 pub mod errors;
 pub mod input;
 pub mod model;
+pub mod render;
 pub mod run;
 pub mod units;
+pub mod views;

@@ -20,6 +20,19 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Peak, leaks and failed allocations of a run, per process and device.
     Summary(cmd::summary::SummaryArgs),
+    /// Live bytes over time: CSV, JSON, SVG.
+    Timeline(cmd::timeline::TimelineArgs),
+    /// The live set at the peak, or at any moment, grouped and sorted.
+    #[command(alias = "top")]
+    Peak(cmd::peak::PeakArgs),
+    /// Memory never freed, grouped.
+    Leaks(cmd::leaks::LeaksArgs),
+    /// A post-mortem of each failed allocation.
+    Oom(cmd::oom::OomArgs),
+    /// One self-contained HTML report.
+    Report(cmd::report::ReportArgs),
+    /// The run as Chrome trace JSON (Perfetto) or CSV.
+    Export(cmd::export::ExportArgs),
 }
 
 fn main() {
@@ -27,6 +40,12 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),
         Command::Summary(args) => cmd::summary::summary(args),
+        Command::Timeline(args) => cmd::timeline::timeline(args),
+        Command::Peak(args) => cmd::peak::peak(args),
+        Command::Leaks(args) => cmd::leaks::leaks(args),
+        Command::Oom(args) => cmd::oom::oom(args),
+        Command::Report(args) => cmd::report::report(args),
+        Command::Export(args) => cmd::export::export(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -21,9 +21,84 @@ pub fn seconds(ns: u64) -> String {
     format!("{:.3}s", ns as f64 / 1e9)
 }
 
+/// Parses a duration: `10ms`, `1.5s`, `250us`, `100ns`, `2m`; a bare number is seconds.
+/// Returns nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "\u{b5}s" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        _ => {
+            return Err(format!(
+                "invalid duration {s:?}: use e.g. 10ms, 1.5s, 250us"
+            ))
+        }
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * scale).round() as u64),
+        _ => Err(format!(
+            "invalid duration {s:?}: use e.g. 10ms, 1.5s, 250us"
+        )),
+    }
+}
+
+/// Wall clock of `unix_ns` in UTC: `2026-12-01 14:03:22.123 UTC`.
+pub fn wall(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let ms = (unix_ns / 1_000_000) % 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A run time with its wall clock: `12.345s (2026-12-01 14:03:22.123 UTC)`.
+pub fn when(run_start_unix_ns: u64, t: u64) -> String {
+    format!("{} ({})", seconds(t), wall(run_start_unix_ns + t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_and_wall_clock() {
+        assert_eq!(parse_duration("10ms").unwrap(), 10_000_000);
+        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("2").unwrap(), 2_000_000_000);
+        assert_eq!(parse_duration("250us").unwrap(), 250_000);
+        assert!(parse_duration("soon").is_err());
+        // 2000-03-01 00:00:00 UTC is 951868800 s after the epoch.
+        assert_eq!(wall(951_868_800_000_000_000), "2000-03-01 00:00:00.000 UTC");
+        assert_eq!(wall(1_500_000), "1970-01-01 00:00:00.001 UTC");
+    }
 
     #[test]
     fn binary_units() {

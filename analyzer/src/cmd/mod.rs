@@ -1,4 +1,11 @@
-//! One module per subcommand.
+//! One module per subcommand: arguments, then a view computed and rendered.
 
+pub mod common;
+pub mod export;
+pub mod leaks;
+pub mod oom;
+pub mod peak;
+pub mod report;
 pub mod run;
 pub mod summary;
+pub mod timeline;

@@ -1,12 +1,15 @@
 //! Per-device reserved memory of one process, its peak, and who held it at the peak.
+//! The run's per-device totals (processes sharing a device) use the same bookkeeping,
+//! with groups keyed by process too.
 
 use super::block::GroupKey;
 use std::collections::HashMap;
+use std::hash::Hash;
 use vramtrace_schema::Kind;
 
-/// Device memory one process holds on one device.
-#[derive(Clone, Debug, Default)]
-pub struct DeviceUsage {
+/// Device memory one process (or, keyed by process too, a run) holds on one device.
+#[derive(Clone, Debug)]
+pub struct DeviceUsage<K = GroupKey> {
     pub device: i32,
     /// Bytes held now, all device kinds together.
     pub reserved: u64,
@@ -16,9 +19,9 @@ pub struct DeviceUsage {
     /// Time of the peak (ns since the process's trace start).
     pub peak_t: u64,
     /// Live bytes by allocating group now.
-    pub groups: HashMap<GroupKey, GroupBytes>,
+    pub groups: HashMap<K, GroupBytes>,
     /// The same at the peak: taken lazily, when memory first drops after a new peak.
-    pub peak_groups: HashMap<GroupKey, GroupBytes>,
+    pub peak_groups: HashMap<K, GroupBytes>,
     peak_pending: bool,
 }
 
@@ -28,15 +31,21 @@ pub struct GroupBytes {
     pub blocks: u64,
 }
 
-impl DeviceUsage {
+impl<K: Copy + Eq + Hash> DeviceUsage<K> {
     pub fn new(device: i32) -> Self {
         DeviceUsage {
             device,
-            ..Default::default()
+            reserved: 0,
+            by_kind: HashMap::new(),
+            peak_reserved: 0,
+            peak_t: 0,
+            groups: HashMap::new(),
+            peak_groups: HashMap::new(),
+            peak_pending: false,
         }
     }
 
-    pub fn add(&mut self, t: u64, kind: Kind, key: GroupKey, size: u64) {
+    pub fn add(&mut self, t: u64, kind: Kind, key: K, size: u64) {
         self.reserved += size;
         *self.by_kind.entry(kind).or_default() += size;
         let g = self.groups.entry(key).or_default();
@@ -49,7 +58,7 @@ impl DeviceUsage {
         }
     }
 
-    pub fn remove(&mut self, kind: Kind, key: GroupKey, size: u64) {
+    pub fn remove(&mut self, kind: Kind, key: K, size: u64) {
         self.settle_peak();
         self.reserved = self.reserved.saturating_sub(size);
         if let Some(k) = self.by_kind.get_mut(&kind) {

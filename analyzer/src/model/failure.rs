@@ -1,5 +1,8 @@
 //! A failed allocation and the state around it.
 
+use super::block::GroupKey;
+use super::device::GroupBytes;
+use std::collections::HashMap;
 use vramtrace_schema::Event;
 
 /// How many events before a failure are kept with it.
@@ -14,6 +17,8 @@ pub struct Failure {
     pub reserved_on_device: u64,
     /// Peak so far on that device.
     pub peak_before: u64,
+    /// What this process held on that device, by allocating group.
+    pub groups: HashMap<GroupKey, GroupBytes>,
     /// The last free/total the driver reported to the program before the failure, if any.
     pub last_meminfo: Option<(u64, u64)>,
     /// The events just before it, oldest first.

@@ -11,6 +11,6 @@ mod physical;
 mod process;
 
 pub use block::{Block, GroupKey};
-pub use device::DeviceUsage;
+pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{Failure, RECENT_EVENTS};
-pub use process::{Counts, ProcessModel};
+pub use process::{Change, Counts, ProcessModel};

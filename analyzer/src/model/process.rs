@@ -1,6 +1,6 @@
 //! One process's replay.
 
-use super::block::Block;
+use super::block::{Block, GroupKey};
 use super::device::DeviceUsage;
 use super::failure::{Failure, RECENT_EVENTS};
 use super::physical::PhysicalTracker;
@@ -45,6 +45,17 @@ pub struct ProcessModel {
     live: HashMap<u64, Block>,
     physical: PhysicalTracker,
     recent: VecDeque<Event>,
+    changes: Vec<Change>,
+}
+
+/// One change to the device memory a process holds, made by the last applied event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub dev: i32,
+    pub key: GroupKey,
+    /// Bytes taken (`added`) or given back.
+    pub bytes: u64,
+    pub added: bool,
 }
 
 impl ProcessModel {
@@ -64,6 +75,7 @@ impl ProcessModel {
             live: HashMap::new(),
             physical: PhysicalTracker::default(),
             recent: VecDeque::with_capacity(RECENT_EVENTS),
+            changes: Vec::new(),
         }
     }
 
@@ -91,8 +103,9 @@ impl ProcessModel {
         model
     }
 
-    /// Applies one event.
+    /// Applies one event. [`ProcessModel::changes`] then tells what it did to device memory.
     pub fn apply(&mut self, e: &Event) {
+        self.changes.clear();
         self.counts.events += 1;
         self.last_t = self.last_t.max(e.t);
         let op = e.api.op();
@@ -130,17 +143,13 @@ impl ProcessModel {
     fn allocate(&mut self, e: &Event) {
         if !e.ok() {
             self.counts.failed_allocations += 1;
-            let reserved = self.devices.get(&e.dev).map(|d| d.reserved).unwrap_or(0);
-            let peak = self
-                .devices
-                .get(&e.dev)
-                .map(|d| d.peak_reserved)
-                .unwrap_or(0);
+            let device = self.devices.get(&e.dev);
             self.failures.push(Failure {
                 event: *e,
                 requested: e.size,
-                reserved_on_device: reserved,
-                peak_before: peak,
+                reserved_on_device: device.map(|d| d.reserved).unwrap_or(0),
+                peak_before: device.map(|d| d.peak_reserved).unwrap_or(0),
+                groups: device.map(|d| d.groups.clone()).unwrap_or_default(),
                 last_meminfo: self.last_meminfo,
                 recent: self.recent.iter().copied().collect(),
             });
@@ -186,6 +195,12 @@ impl ProcessModel {
             self.pinned_host += b.size;
             self.peak_pinned_host = self.peak_pinned_host.max(self.pinned_host);
         } else if kind.is_device_memory() {
+            self.changes.push(Change {
+                dev: b.dev,
+                key: b.key(),
+                bytes: b.size,
+                added: true,
+            });
             self.devices
                 .entry(b.dev)
                 .or_insert_with(|| DeviceUsage::new(b.dev))
@@ -199,10 +214,23 @@ impl ProcessModel {
             self.pinned_host = self.pinned_host.saturating_sub(b.size);
         } else if let Some(d) = self.devices.get_mut(&b.dev) {
             d.remove(kind, b.key(), b.size);
+            self.changes.push(Change {
+                dev: b.dev,
+                key: b.key(),
+                bytes: b.size,
+                added: false,
+            });
         }
     }
 
-    fn finish(&mut self) {
+    /// What the last applied event did to device memory (pinned host memory is not in it).
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Settles what the replay leaves pending (the live set at each device's peak); call
+    /// once after the last event.
+    pub fn finish(&mut self) {
         for d in self.devices.values_mut() {
             d.settle_peak();
         }

@@ -1,7 +1,20 @@
 //! A run: every process's replayed model, on one common clock.
+//!
+//! The traces of a run are replayed together, in one merged pass in run-time order, so
+//! that processes sharing a device are summed at every moment ([`RunDevices`]). Memory
+//! stays proportional to what is live: one pending event per trace, plus the models.
+
+mod devices;
+mod progress;
+
+pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
 use crate::input;
-use crate::model::ProcessModel;
+use crate::model::{Change, ProcessModel};
+use progress::{Counting, Progress};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
 use std::path::PathBuf;
 use vramtrace_schema::reader::{TraceError, TraceReader};
 use vramtrace_schema::Event;
@@ -10,43 +23,158 @@ pub struct Run {
     pub processes: Vec<ProcessModel>,
     /// Files that could not be read at all (no valid header).
     pub unreadable: Vec<TraceError>,
-    /// CLOCK_MONOTONIC of the earliest process start: time 0 of the run.
-    pub start_mono_ns: u64,
+    /// Each process's origin (its header's start) as run time.
+    pub origins: Vec<u64>,
+    /// Wall clock (ns since the Unix epoch) at run time 0.
+    pub start_unix_ns: u64,
+    /// Whether the run spans several hosts (then clocks are aligned by wall clock).
+    pub many_hosts: bool,
+    /// Per physical device, all processes summed.
+    pub devices: RunDevices,
+    /// Run time of the last event seen.
+    pub end_time: u64,
+}
+
+/// One event as the replay applies it: views watch the run through these.
+pub struct Step<'a> {
+    pub process: usize,
+    pub event: &'a Event,
+    /// Run time of the event (ns since the run's start).
+    pub time: u64,
+    /// The process's state after the event.
+    pub model: &'a ProcessModel,
+    /// What the event did to device memory.
+    pub changes: &'a [Change],
+    /// The run's per-device totals after the event.
+    pub devices: &'a RunDevices,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions {
+    /// Replay only events at or before this run time: the state is then the state at it.
+    pub until: Option<u64>,
+}
+
+struct Source {
+    reader: TraceReader<Counting<File>>,
+    next: Option<Event>,
 }
 
 impl Run {
-    /// Replays every trace under `paths`; `each(process_index, event, model)` sees every event.
+    /// Replays every trace under `paths`; `each` sees every event, in run-time order.
     pub fn load(
         paths: &[PathBuf],
-        mut each: impl FnMut(usize, &Event, &ProcessModel),
+        options: LoadOptions,
+        mut each: impl FnMut(&Step),
     ) -> Result<Run, String> {
         let files = input::trace_files(paths)?;
+        let total: u64 = files
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum();
+        let progress = Progress::new(total);
         let mut processes = Vec::new();
+        let mut sources = Vec::new();
         let mut unreadable = Vec::new();
         for file in files {
-            match TraceReader::open(&file) {
+            let opened = File::open(&file).map_err(|e| TraceError {
+                path: file.clone(),
+                line: 0,
+                message: format!("cannot open: {e}"),
+            });
+            match opened.and_then(|f| TraceReader::new(&file, progress.wrap(f))) {
                 Ok(reader) => {
-                    let index = processes.len();
-                    processes.push(ProcessModel::replay(reader, |e, m| each(index, e, m)));
+                    processes.push(ProcessModel::new(file, reader.header().clone()));
+                    sources.push(Source { reader, next: None });
                 }
                 Err(e) => unreadable.push(e),
             }
         }
-        let start_mono_ns = processes
-            .iter()
-            .map(|p| p.header.start_mono_ns)
-            .min()
-            .unwrap_or(0);
-        Ok(Run {
+        let (origins, start_unix_ns, many_hosts) = clock(&processes);
+        let mut run = Run {
             processes,
             unreadable,
-            start_mono_ns,
-        })
+            origins,
+            start_unix_ns,
+            many_hosts,
+            devices: RunDevices::default(),
+            end_time: 0,
+        };
+        let mut queue = BinaryHeap::new();
+        for i in 0..sources.len() {
+            if let Some(t) = run.pull(&mut sources, i) {
+                queue.push(Reverse((t, i)));
+            }
+        }
+        let mut applied: u64 = 0;
+        while let Some(Reverse((time, i))) = queue.pop() {
+            if options.until.is_some_and(|u| time > u) {
+                continue;
+            }
+            let event = sources[i]
+                .next
+                .take()
+                .expect("a queued source has an event");
+            let model = &mut run.processes[i];
+            model.apply(&event);
+            run.devices.apply(i, &model.header, time, model.changes());
+            run.end_time = run.end_time.max(time);
+            each(&Step {
+                process: i,
+                event: &event,
+                time,
+                model,
+                changes: model.changes(),
+                devices: &run.devices,
+            });
+            if let Some(t) = run.pull(&mut sources, i) {
+                queue.push(Reverse((t, i)));
+            }
+            applied += 1;
+            if applied.is_multiple_of(65_536) {
+                progress.tick();
+            }
+        }
+        progress.done();
+        for (model, source) in run.processes.iter_mut().zip(&sources) {
+            model.notes = source.reader.notes.clone();
+            model.finish();
+        }
+        run.devices.finish();
+        Ok(run)
+    }
+
+    /// Reads the next event of source `i` into it; returns its run time.
+    fn pull(&mut self, sources: &mut [Source], i: usize) -> Option<u64> {
+        let source = &mut sources[i];
+        match source.reader.next_event() {
+            Ok(Some(event)) => {
+                let t = self.origins[i] + event.t;
+                source.next = Some(event);
+                Some(t)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.processes[i].error = Some(e);
+                None
+            }
+        }
     }
 
     /// A process-relative time as time since the run's start.
     pub fn run_time(&self, process: &ProcessModel, t: u64) -> u64 {
-        (process.header.start_mono_ns + t).saturating_sub(self.start_mono_ns)
+        let i = self
+            .processes
+            .iter()
+            .position(|p| std::ptr::eq(p, process))
+            .unwrap_or(0);
+        self.origins.get(i).copied().unwrap_or(0) + t
+    }
+
+    /// Run time of process `i`'s time `t`.
+    pub fn time_of(&self, i: usize, t: u64) -> u64 {
+        self.origins[i] + t
     }
 
     /// Problems met while reading, one line each, for stderr.
@@ -77,4 +205,35 @@ impl Run {
         }
         out
     }
+
+    /// Whether every trace was read to its end without error.
+    pub fn complete(&self) -> bool {
+        self.unreadable.is_empty() && self.processes.iter().all(|p| p.error.is_none())
+    }
+}
+
+/// Each process's origin on the run clock, the wall clock at run time 0, and whether the
+/// run spans hosts. One host: CLOCK_MONOTONIC is shared, so origins are exact. Several
+/// hosts: monotonic clocks are unrelated, so processes are aligned by wall clock.
+fn clock(processes: &[ProcessModel]) -> (Vec<u64>, u64, bool) {
+    let Some(first) = processes.first() else {
+        return (Vec::new(), 0, false);
+    };
+    let many_hosts = processes.iter().any(|p| p.header.host != first.header.host);
+    let origin = |p: &ProcessModel| {
+        if many_hosts {
+            p.header.start_unix_ns
+        } else {
+            p.header.start_mono_ns
+        }
+    };
+    let zero = processes.iter().map(origin).min().unwrap_or(0);
+    let origins: Vec<u64> = processes.iter().map(|p| origin(p) - zero).collect();
+    let start_unix_ns = processes
+        .iter()
+        .zip(&origins)
+        .map(|(p, &o)| p.header.start_unix_ns.saturating_sub(o))
+        .min()
+        .unwrap_or(0);
+    (origins, start_unix_ns, many_hosts)
 }

@@ -1,0 +1,53 @@
+//! What every view's command does alike: load the run, report reading problems on stderr,
+//! and exit 1 when a trace could not be read completely (the figures still cover what was).
+
+use crate::run::{LoadOptions, Run, Step};
+use std::path::{Path, PathBuf};
+
+/// Loads the run and prints its problems. `Ok(Err(code))`: nothing readable, exit now.
+pub fn load(
+    paths: &[PathBuf],
+    options: LoadOptions,
+    each: impl FnMut(&Step),
+) -> Result<Result<Run, i32>, String> {
+    let run = Run::load(paths, options, each)?;
+    for p in run.problems() {
+        eprintln!("vramtrace: {p}");
+    }
+    if run.processes.is_empty() {
+        eprintln!("vramtrace: no readable trace");
+        return Ok(Err(1));
+    }
+    Ok(Ok(run))
+}
+
+/// The exit status for a view of `run`.
+pub fn status(run: &Run) -> i32 {
+    if run.complete() {
+        0
+    } else {
+        1
+    }
+}
+
+/// Writes `content` to `path`, or to stdout for `-`.
+pub fn write(path: &Path, content: &str) -> Result<(), String> {
+    if path == Path::new("-") {
+        return print(content);
+    }
+    std::fs::write(path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+/// Prints to stdout; a closed pipe (`| head`) ends the output quietly.
+pub fn print(content: &str) -> Result<(), String> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(content.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// Parses `--at` and `--resolution` values.
+pub fn duration(s: &str) -> Result<u64, String> {
+    crate::units::parse_duration(s)
+}

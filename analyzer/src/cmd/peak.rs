@@ -1,0 +1,40 @@
+//! `vramtrace peak [--at TIME] [--json] TRACE|DIR...` (alias `top`): the live set at each
+//! device's peak, or at any moment, grouped and sorted.
+
+use super::common;
+use crate::render;
+use crate::run::LoadOptions;
+use crate::views::peak;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct PeakArgs {
+    /// A moment, as time since the run's start (e.g. 12.5, 12.5s, 300ms): the live set
+    /// then, instead of at the peak.
+    #[arg(long, value_name = "TIME", value_parser = common::duration)]
+    pub at: Option<u64>,
+    /// Groups listed per device in the text view.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Print JSON (keys documented in docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Trace files or directories of traces.
+    #[arg(required = true, value_name = "TRACE|DIR")]
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn peak(args: PeakArgs) -> Result<i32, String> {
+    let options = LoadOptions { until: args.at };
+    let run = match common::load(&args.paths, options, |_| {})? {
+        Ok(run) => run,
+        Err(code) => return Ok(code),
+    };
+    let view = peak::build(&run, args.at);
+    if args.json {
+        common::print(&render::json(&view))?;
+    } else {
+        common::print(&render::peak::text(&view, args.limit))?;
+    }
+    Ok(common::status(&run))
+}

@@ -1,0 +1,46 @@
+//! `vramtrace report -o FILE.html TRACE|DIR...`: one self-contained HTML file.
+
+use super::common;
+use crate::render::html::{self, Report};
+use crate::views::oom::OomWatch;
+use crate::views::timeline::TimelineBuilder;
+use crate::views::{leaks, summary};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "FILE.html")]
+    pub output: PathBuf,
+    /// Timeline bucket width, e.g. 10ms (default: automatic).
+    #[arg(long, value_name = "DURATION", value_parser = common::duration)]
+    pub resolution: Option<u64>,
+    /// Trace files or directories of traces.
+    #[arg(required = true, value_name = "TRACE|DIR")]
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn report(args: ReportArgs) -> Result<i32, String> {
+    let mut timeline = TimelineBuilder::new(args.resolution);
+    let mut oom = OomWatch::default();
+    let run = match common::load(&args.paths, Default::default(), |s| {
+        timeline.step(s);
+        oom.step(s);
+    })? {
+        Ok(run) => run,
+        Err(code) => return Ok(code),
+    };
+    let summary = summary::build(&run);
+    let timeline = timeline.finish(&run);
+    let oom = oom.finish(&run);
+    let leaks = leaks::build(&run);
+    let page = html::render(&Report {
+        summary: &summary,
+        timeline: &timeline,
+        oom: &oom,
+        leaks: &leaks,
+    });
+    common::write(&args.output, &page)?;
+    eprintln!("vramtrace: wrote {}", args.output.display());
+    Ok(common::status(&run))
+}

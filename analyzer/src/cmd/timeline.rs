@@ -1,0 +1,41 @@
+//! `vramtrace timeline [--resolution D] [--json] [--svg FILE] TRACE|DIR...`: live bytes
+//! over time, as CSV (default) or JSON on stdout, and as an SVG plot.
+
+use super::common;
+use crate::render;
+use crate::views::timeline::TimelineBuilder;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct TimelineArgs {
+    /// Bucket width, e.g. 10ms, 1s (default: automatic, at most 2000 buckets).
+    #[arg(long, value_name = "DURATION", value_parser = common::duration)]
+    pub resolution: Option<u64>,
+    /// Print JSON instead of CSV (keys documented in docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the plot as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Trace files or directories of traces.
+    #[arg(required = true, value_name = "TRACE|DIR")]
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
+    let mut builder = TimelineBuilder::new(args.resolution);
+    let run = match common::load(&args.paths, Default::default(), |s| builder.step(s))? {
+        Ok(run) => run,
+        Err(code) => return Ok(code),
+    };
+    let view = builder.finish(&run);
+    if let Some(svg) = &args.svg {
+        common::write(svg, &render::svg::document(&view))?;
+    }
+    if args.json {
+        common::print(&render::json(&view))?;
+    } else {
+        common::print(&render::csv::timeline(&view))?;
+    }
+    Ok(common::status(&run))
+}

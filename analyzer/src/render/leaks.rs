@@ -1,0 +1,62 @@
+//! `leaks` as text.
+
+use crate::units;
+use crate::views::leaks::Leaks;
+use std::fmt::Write;
+
+pub fn text(v: &Leaks, limit: usize) -> String {
+    let mut o = String::new();
+    if v.groups.is_empty() {
+        let _ = writeln!(o, "no leaks: every allocation was freed");
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "never freed: {} of device memory in {} blocks{}",
+        units::bytes(v.leaked_bytes),
+        v.leaked_blocks,
+        if v.leaked_pinned_host_bytes > 0 {
+            format!(
+                ", and {} of pinned host memory",
+                units::bytes(v.leaked_pinned_host_bytes)
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  {:>12}  {:>6}  {:>8}  {:>6}  {:<8}  {:>19}  api",
+        "bytes", "blocks", "pid", "device", "kind", "allocated (s)"
+    );
+    for g in v.groups.iter().take(limit) {
+        let cut = if g.complete {
+            ""
+        } else {
+            "  (process killed: live when it stopped)"
+        };
+        let _ = writeln!(
+            o,
+            "  {:>12}  {:>6}  {:>8}  {:>6}  {:<8}  {:>19}  {}{cut}",
+            units::bytes(g.bytes),
+            g.blocks,
+            g.pid,
+            g.device,
+            g.kind,
+            format!(
+                "{}-{}",
+                units::seconds(g.first_time_ns),
+                units::seconds(g.last_time_ns)
+            ),
+            g.api
+        );
+    }
+    if v.groups.len() > limit {
+        let _ = writeln!(
+            o,
+            "  ... {} more groups (--json lists all)",
+            v.groups.len() - limit
+        );
+    }
+    o
+}

@@ -1,0 +1,21 @@
+//! Renderers: they only format views (and, for the exports, the replay's steps as they
+//! stream by). Text for the terminal, JSON, CSV, SVG, one-file HTML, Chrome trace JSON.
+
+pub mod csv;
+pub mod html;
+pub mod leaks;
+pub mod oom;
+pub mod peak;
+pub mod perfetto;
+pub mod summary;
+pub mod svg;
+
+use serde::Serialize;
+
+/// A view as pretty JSON with a trailing newline.
+pub fn json<T: Serialize>(view: &T) -> String {
+    let mut s =
+        serde_json::to_string_pretty(view).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}

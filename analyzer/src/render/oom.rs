@@ -1,0 +1,101 @@
+//! `oom` as text: each failure in plain words with the numbers.
+
+use crate::units::{self, bytes};
+use crate::views::oom::OomView;
+use std::fmt::Write;
+
+/// Groups listed per failure.
+const TOP_GROUPS: usize = 8;
+
+pub fn text(v: &OomView) -> String {
+    let mut o = String::new();
+    if v.failures.is_empty() {
+        let _ = writeln!(o, "no failed allocations");
+    }
+    for (n, f) in v.failures.iter().enumerate() {
+        let rank = f
+            .rank
+            .as_ref()
+            .map(|r| format!(" (rank {r})"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "failure {} of {}", n + 1, v.failures.len());
+        let _ = writeln!(
+            o,
+            "  At {}, process {}{rank} asked {} for {} ({} bytes) on device {} (GPU {}) and got {}.",
+            units::when(v.start_unix_ns, f.time_ns),
+            f.pid,
+            f.api,
+            bytes(f.requested_bytes),
+            f.requested_bytes,
+            f.device,
+            f.gpu,
+            f.result_name
+        );
+        let _ = writeln!(
+            o,
+            "  It held {} in {} blocks there (its peak so far: {}):",
+            bytes(f.live_bytes),
+            f.live_blocks,
+            bytes(f.peak_before_bytes)
+        );
+        for g in f.live_groups.iter().take(TOP_GROUPS) {
+            let _ = writeln!(
+                o,
+                "    {:>12}  {:>6} blocks  {}",
+                bytes(g.bytes),
+                g.blocks,
+                g.api
+            );
+        }
+        if f.live_groups.len() > TOP_GROUPS {
+            let _ = writeln!(
+                o,
+                "    ... {} more groups",
+                f.live_groups.len() - TOP_GROUPS
+            );
+        }
+        if !f.other_processes.is_empty() {
+            let others: Vec<String> = f
+                .other_processes
+                .iter()
+                .map(|p| format!("pid {} {}", p.pid, bytes(p.bytes)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "  Other traced processes held {} on the same GPU: {}.",
+                bytes(f.other_processes_bytes),
+                others.join(", ")
+            );
+        }
+        match (
+            f.driver_free_bytes,
+            f.driver_total_bytes,
+            f.driver_report_time_ns,
+        ) {
+            (Some(free), Some(total), Some(t)) => {
+                let _ = writeln!(
+                    o,
+                    "  The driver last reported {} free of {} (at {}); {} of it was used by memory vramtrace does not see; by the figures {} was free at the failure.",
+                    bytes(free),
+                    bytes(total),
+                    units::seconds(t),
+                    bytes(f.untraced_bytes.unwrap_or(0)),
+                    bytes(f.estimated_free_bytes.unwrap_or(0))
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "  The program never asked the driver how much memory was free."
+                );
+            }
+        }
+        let _ = writeln!(o, "  {}", f.explanation);
+        let _ = writeln!(o, "  What to try:");
+        for a in &f.advice {
+            let _ = writeln!(o, "    - {a}");
+        }
+        let _ = writeln!(o);
+    }
+    o
+}

@@ -1,0 +1,63 @@
+//! `peak` as text.
+
+use crate::units;
+use crate::views::peak::PeakView;
+use std::fmt::Write;
+
+pub fn text(v: &PeakView, limit: usize) -> String {
+    let mut o = String::new();
+    let hosts: std::collections::BTreeSet<&str> =
+        v.devices.iter().map(|d| d.host.as_str()).collect();
+    if v.devices.is_empty() {
+        let _ = writeln!(o, "no device memory was held");
+    }
+    for d in &v.devices {
+        let label = if hosts.len() > 1 {
+            format!("{} GPU {}", d.host, d.gpu)
+        } else {
+            format!("GPU {}", d.gpu)
+        };
+        let what = if v.at_ns.is_some() { "live" } else { "peak" };
+        let _ = writeln!(
+            o,
+            "{label}: {what} {} in {} blocks at {}",
+            units::bytes(d.live_bytes),
+            d.live_blocks,
+            units::when(v.start_unix_ns, d.time_ns)
+        );
+        if d.processes.len() > 1 {
+            for p in &d.processes {
+                let rank = p
+                    .rank
+                    .as_ref()
+                    .map(|r| format!(" (rank {r})"))
+                    .unwrap_or_default();
+                let _ = writeln!(o, "  {:>12}  pid {}{rank}", units::bytes(p.bytes), p.pid);
+            }
+        }
+        let _ = writeln!(
+            o,
+            "  {:>12}  {:>6}  {:>8}  {:>6}  api",
+            "bytes", "blocks", "pid", "device"
+        );
+        for g in d.groups.iter().take(limit) {
+            let _ = writeln!(
+                o,
+                "  {:>12}  {:>6}  {:>8}  {:>6}  {}",
+                units::bytes(g.bytes),
+                g.blocks,
+                g.pid.unwrap_or(0),
+                g.device.unwrap_or(0),
+                g.api
+            );
+        }
+        if d.groups.len() > limit {
+            let _ = writeln!(
+                o,
+                "  ... {} more groups (--json lists all)",
+                d.groups.len() - limit
+            );
+        }
+    }
+    o
+}

@@ -1,0 +1,166 @@
+//! `summary` as text: one screen.
+
+use crate::units;
+use crate::views::summary::Summary;
+use std::fmt::Write;
+
+/// Groups shown per device.
+const TOP_GROUPS: usize = 5;
+
+pub fn text(s: &Summary) -> String {
+    let mut out = String::new();
+    let o = &mut out;
+    let many = s.processes.len() > 1;
+    let hosts: std::collections::BTreeSet<&str> =
+        s.processes.iter().map(|p| p.host.as_str()).collect();
+    let _ = writeln!(
+        o,
+        "run: {} process{}, started {}, {} long",
+        s.processes.len(),
+        if many { "es" } else { "" },
+        units::wall(s.start_unix_ns),
+        units::seconds(s.duration_ns)
+    );
+    for d in &s.devices {
+        let label = if hosts.len() > 1 {
+            format!("{} GPU {}", d.host, d.gpu)
+        } else {
+            format!("GPU {}", d.gpu)
+        };
+        let _ = writeln!(
+            o,
+            "{label}: peak {} at {}, {} at the end{}",
+            units::bytes(d.peak_reserved_bytes),
+            units::when(s.start_unix_ns, d.peak_time_ns),
+            units::bytes(d.reserved_bytes_at_end),
+            if d.pids.len() > 1 {
+                format!(" ({} processes summed)", d.pids.len())
+            } else {
+                String::new()
+            }
+        );
+        for g in d.at_peak.iter().take(TOP_GROUPS) {
+            let who = if d.pids.len() > 1 {
+                format!("  pid {}", g.pid.unwrap_or(0))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "  {:>12}  {:>6} blocks  {}{who}",
+                units::bytes(g.bytes),
+                g.blocks,
+                g.api
+            );
+        }
+    }
+    if many {
+        let _ = writeln!(
+            o,
+            "\n{:>8} {:>5} {:<12} peak per device",
+            "pid", "rank", "host"
+        );
+        for p in &s.processes {
+            let peaks: Vec<String> = p
+                .devices
+                .iter()
+                .map(|d| format!("{}: {}", d.device, units::bytes(d.peak_reserved_bytes)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:>8} {:>5} {:<12} {}",
+                p.pid,
+                p.rank.as_deref().unwrap_or("-"),
+                p.host,
+                if peaks.is_empty() {
+                    "-".to_string()
+                } else {
+                    peaks.join(", ")
+                }
+            );
+        }
+    }
+    for p in &s.processes {
+        let _ = writeln!(o);
+        let rank = p
+            .rank
+            .as_ref()
+            .map(|r| format!(", rank {r}"))
+            .unwrap_or_default();
+        let state = if p.complete {
+            ""
+        } else {
+            " (trace cut: the process did not exit normally)"
+        };
+        let _ = writeln!(
+            o,
+            "process {} on {}{rank}: {}{state}",
+            p.pid,
+            p.host,
+            p.argv.join(" ")
+        );
+        let _ = writeln!(
+            o,
+            "  {} events: {} allocations, {} frees, {} failed allocations; {} blocks ({}) never freed",
+            p.events,
+            p.allocations,
+            p.frees,
+            p.failed_allocations,
+            p.leaked_blocks,
+            units::bytes(p.leaked_bytes)
+        );
+        for d in &p.devices {
+            let _ = writeln!(
+                o,
+                "  device {}: peak {} reserved at {}, {} at the end",
+                d.device,
+                units::bytes(d.peak_reserved_bytes),
+                units::seconds(d.peak_time_ns),
+                units::bytes(d.reserved_bytes_at_end)
+            );
+            for g in d.at_peak.iter().take(TOP_GROUPS) {
+                let _ = writeln!(
+                    o,
+                    "    {:>12}  {:>6} blocks  {}",
+                    units::bytes(g.bytes),
+                    g.blocks,
+                    g.api
+                );
+            }
+        }
+        if p.peak_pinned_host_bytes > 0 {
+            let _ = writeln!(
+                o,
+                "  pinned host memory: peak {}",
+                units::bytes(p.peak_pinned_host_bytes)
+            );
+        }
+        for f in &p.failures {
+            let driver = match (f.driver_free_bytes, f.driver_total_bytes) {
+                (Some(free), Some(total)) => format!(
+                    "; the driver last reported {} free of {}",
+                    units::bytes(free),
+                    units::bytes(total)
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                o,
+                "  FAILED at {}: {} of {} on device {} -> {}; this process held {}{driver}",
+                units::seconds(f.time_ns),
+                f.api,
+                units::bytes(f.requested_bytes),
+                f.device,
+                f.result_name,
+                units::bytes(f.reserved_bytes)
+            );
+        }
+        if let Some(e) = &p.error {
+            let _ = writeln!(o, "  read error: {e} (figures cover the lines before it)");
+        }
+    }
+    for u in &s.unreadable {
+        let _ = writeln!(o, "\nunreadable: {u}");
+    }
+    out
+}

@@ -1,0 +1,69 @@
+//! A progress bar on stderr while large traces are read, only when stderr is a terminal.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::{IsTerminal, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Below this many bytes of traces, reading takes less than a moment: no bar.
+const LARGE_INPUT: u64 = 64 << 20;
+
+/// Counts the bytes read through it, for the bar.
+pub struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    read: Arc<AtomicU64>,
+}
+
+impl Progress {
+    /// A bar for `total` bytes of input, shown only if stderr is a terminal and the input
+    /// is large.
+    pub fn new(total: u64) -> Progress {
+        let bar = (total >= LARGE_INPUT && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "reading traces {bar:40} {binary_bytes}/{binary_total_bytes} ({eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Progress {
+            bar,
+            read: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub fn wrap<R: Read>(&self, inner: R) -> Counting<R> {
+        Counting {
+            inner,
+            read: self.read.clone(),
+        }
+    }
+
+    /// Moves the bar to the bytes read so far.
+    pub fn tick(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.read.load(Ordering::Relaxed));
+        }
+    }
+
+    pub fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

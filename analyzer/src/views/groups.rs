@@ -1,0 +1,118 @@
+//! Live memory grouped by who allocated it: the API and (later) the call stack, and for
+//! run-level views the process too. Largest first.
+
+use crate::model::{DeviceUsage, GroupBytes, GroupKey};
+use crate::run::{Run, RunGroupKey};
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// The process, in run-level views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The process's device ordinal, in run-level views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+    pub api: &'static str,
+    /// Stack id; absent while stacks are not recorded.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stack: u64,
+    pub bytes: u64,
+    pub blocks: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn sorted(mut groups: Vec<Group>) -> Vec<Group> {
+    groups.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.pid.cmp(&b.pid))
+            .then_with(|| a.api.cmp(b.api))
+            .then_with(|| a.stack.cmp(&b.stack))
+    });
+    groups
+}
+
+/// One process's groups (no pid or device in them).
+pub fn of_process(map: &HashMap<GroupKey, GroupBytes>) -> Vec<Group> {
+    sorted(
+        map.iter()
+            .filter(|(_, g)| g.blocks > 0)
+            .map(|(k, g)| Group {
+                pid: None,
+                device: None,
+                api: k.api.name(),
+                stack: k.stack,
+                bytes: g.bytes,
+                blocks: g.blocks,
+            })
+            .collect(),
+    )
+}
+
+/// A run device's groups, each naming its process and that process's ordinal.
+pub fn of_run(
+    run: &Run,
+    map: &HashMap<RunGroupKey, GroupBytes>,
+    ordinal_of: &OrdinalOf,
+) -> Vec<Group> {
+    sorted(
+        map.iter()
+            .filter(|(_, g)| g.blocks > 0)
+            .map(|((process, k), g)| Group {
+                pid: Some(run.processes[*process].header.pid),
+                device: ordinal_of.get(process).copied(),
+                api: k.api.name(),
+                stack: k.stack,
+                bytes: g.bytes,
+                blocks: g.blocks,
+            })
+            .collect(),
+    )
+}
+
+/// For one run device: each process's ordinal for it.
+pub type OrdinalOf = HashMap<usize, i32>;
+
+/// Which ordinal each process uses for run device `index`.
+pub fn ordinals(run: &Run, index: usize) -> OrdinalOf {
+    let mut out = HashMap::new();
+    for (p, model) in run.processes.iter().enumerate() {
+        for &ordinal in model.devices.keys() {
+            if run.devices.lookup(p, ordinal) == Some(index) {
+                out.insert(p, ordinal);
+            }
+        }
+    }
+    out
+}
+
+/// Bytes per process in a run device's groups, largest first: (process index, bytes).
+pub fn per_process(map: &HashMap<RunGroupKey, GroupBytes>) -> Vec<(usize, u64)> {
+    let mut by: HashMap<usize, u64> = HashMap::new();
+    for ((p, _), g) in map {
+        *by.entry(*p).or_default() += g.bytes;
+    }
+    let mut v: Vec<(usize, u64)> = by.into_iter().filter(|(_, b)| *b > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// Shorthand used by run-level views: the device's groups at its peak or now.
+pub fn run_device_groups(
+    run: &Run,
+    index: usize,
+    usage: &DeviceUsage<RunGroupKey>,
+    at_peak: bool,
+) -> Vec<Group> {
+    let map = if at_peak {
+        &usage.peak_groups
+    } else {
+        &usage.groups
+    };
+    of_run(run, map, &ordinals(run, index))
+}

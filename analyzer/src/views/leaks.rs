@@ -1,0 +1,86 @@
+//! `leaks`: memory never freed, grouped by process, device and allocating group. In a
+//! trace without an end line (a killed process) it is what was live when it stopped.
+
+use crate::model::Block;
+use crate::run::Run;
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Serialize)]
+pub struct Leaks {
+    pub format: &'static str,
+    pub version: u32,
+    pub start_unix_ns: u64,
+    /// Device memory never freed (pinned host memory apart).
+    pub leaked_bytes: u64,
+    pub leaked_blocks: u64,
+    pub leaked_pinned_host_bytes: u64,
+    pub groups: Vec<LeakGroup>,
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct LeakGroup {
+    pub pid: u32,
+    /// Whether the process exited normally (else: killed, and this is what it held).
+    pub complete: bool,
+    /// Device ordinal; for pinned host memory, the device current when it was allocated.
+    pub device: i32,
+    pub kind: &'static str,
+    pub api: &'static str,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stack: u64,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// Run times of the oldest and newest allocation in the group.
+    pub first_time_ns: u64,
+    pub last_time_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+pub fn build(run: &Run) -> Leaks {
+    let mut groups = Vec::new();
+    for (i, p) in run.processes.iter().enumerate() {
+        let mut by: HashMap<(i32, vramtrace_schema::Api, u64), Vec<&Block>> = HashMap::new();
+        for b in p.live_blocks() {
+            by.entry((b.dev, b.api, b.stack)).or_default().push(b);
+        }
+        for ((dev, api, stack), blocks) in by {
+            groups.push(LeakGroup {
+                pid: p.header.pid,
+                complete: p.ended(),
+                device: dev,
+                kind: api.kind().name(),
+                api: api.name(),
+                stack,
+                bytes: blocks.iter().map(|b| b.size).sum(),
+                blocks: blocks.len() as u64,
+                first_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).min().unwrap_or(0)),
+                last_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).max().unwrap_or(0)),
+            });
+        }
+    }
+    groups.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.device.cmp(&b.device))
+            .then(a.api.cmp(b.api))
+    });
+    let device: Vec<&LeakGroup> = groups.iter().filter(|g| g.kind != "host").collect();
+    Leaks {
+        format: "vramtrace-leaks",
+        version: super::JSON_VERSION,
+        start_unix_ns: run.start_unix_ns,
+        leaked_bytes: device.iter().map(|g| g.bytes).sum(),
+        leaked_blocks: device.iter().map(|g| g.blocks).sum(),
+        leaked_pinned_host_bytes: groups
+            .iter()
+            .filter(|g| g.kind == "host")
+            .map(|g| g.bytes)
+            .sum(),
+        groups,
+    }
+}

@@ -1,0 +1,13 @@
+//! Views: what a person asks of a run, computed from the replay. Each is a plain value
+//! (serialisable as the `--json` output, keys in docs/json.md); `render/` formats them.
+
+pub mod groups;
+pub mod leaks;
+pub mod oom;
+mod oom_words;
+pub mod peak;
+pub mod summary;
+pub mod timeline;
+
+/// The version of every view's JSON; bumped when a key changes meaning or goes away.
+pub const JSON_VERSION: u32 = 1;

@@ -1,0 +1,258 @@
+//! `oom`: a post-mortem of each failed allocation. The replay is watched so that each
+//! failure sees the whole run at that moment: what this process held and in which groups,
+//! what other traced processes held on the same GPU, and what the driver last said was
+//! free (with what the traced processes held when it said so, which tells how much memory
+//! is held by things vramtrace does not see: CUDA contexts, libraries, other programs).
+
+use super::groups::{self, Group};
+use crate::errors;
+use crate::run::{Run, Step};
+use serde::Serialize;
+use vramtrace_schema::{Event, Op};
+
+/// The last `cuMemGetInfo` answer a process got, and the traced bytes on that GPU then.
+#[derive(Clone, Copy, Debug)]
+struct Meminfo {
+    free: u64,
+    total: u64,
+    traced: u64,
+    time: u64,
+}
+
+struct Pending {
+    process: usize,
+    failure: usize,
+    time: u64,
+    others: Vec<(usize, u64)>,
+    meminfo: Option<Meminfo>,
+}
+
+/// Fed with every step of a replay; [`OomWatch::finish`] gives the view.
+#[derive(Default)]
+pub struct OomWatch {
+    meminfo: Vec<Option<Meminfo>>,
+    pending: Vec<Pending>,
+}
+
+impl OomWatch {
+    pub fn step(&mut self, step: &Step) {
+        let e = step.event;
+        if self.meminfo.len() <= step.process {
+            self.meminfo.resize(step.process + 1, None);
+        }
+        let run_device = step.devices.lookup(step.process, e.dev);
+        let traced = run_device.map_or(0, |i| step.devices.devices[i].1.reserved);
+        match e.api.op() {
+            Op::Meminfo if e.ok() => {
+                if let (Some(free), Some(total)) = (e.free, e.total) {
+                    self.meminfo[step.process] = Some(Meminfo {
+                        free,
+                        total,
+                        traced,
+                        time: step.time,
+                    });
+                }
+            }
+            Op::Alloc | Op::Create if !e.ok() => {
+                let others = run_device
+                    .map(|i| groups::per_process(&step.devices.devices[i].1.groups))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(p, _)| *p != step.process)
+                    .collect();
+                self.pending.push(Pending {
+                    process: step.process,
+                    failure: step.model.failures.len() - 1,
+                    time: step.time,
+                    others,
+                    meminfo: self.meminfo[step.process],
+                });
+            }
+            _ => {}
+        }
+    }
+
+    pub fn finish(self, run: &Run) -> OomView {
+        let failures = self
+            .pending
+            .into_iter()
+            .map(|p| postmortem(run, p))
+            .collect();
+        OomView {
+            format: "vramtrace-oom",
+            version: super::JSON_VERSION,
+            start_unix_ns: run.start_unix_ns,
+            failures,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct OomView {
+    pub format: &'static str,
+    pub version: u32,
+    pub start_unix_ns: u64,
+    pub failures: Vec<Postmortem>,
+}
+
+#[derive(Serialize)]
+pub struct Postmortem {
+    pub pid: u32,
+    pub rank: Option<String>,
+    pub time_ns: u64,
+    pub api: &'static str,
+    pub device: i32,
+    pub host: String,
+    pub gpu: String,
+    pub requested_bytes: u64,
+    pub result: i32,
+    pub result_name: String,
+    /// Device memory this process held on that device when the call failed.
+    pub live_bytes: u64,
+    pub live_blocks: u64,
+    /// This process's peak on the device before the failure.
+    pub peak_before_bytes: u64,
+    /// What this process held there, by group, largest first.
+    pub live_groups: Vec<Group>,
+    /// Other traced processes on the same GPU.
+    pub other_processes: Vec<OtherProcess>,
+    pub other_processes_bytes: u64,
+    /// The last `cuMemGetInfo` answer before the failure (null if the program never asked).
+    pub driver_free_bytes: Option<u64>,
+    pub driver_total_bytes: Option<u64>,
+    pub driver_report_time_ns: Option<u64>,
+    /// Memory the driver counted as used but no traced allocation explains (contexts,
+    /// libraries, other programs), from that answer.
+    pub untraced_bytes: Option<u64>,
+    /// What should have been free at the failure by these figures.
+    pub estimated_free_bytes: Option<u64>,
+    pub verdict: Verdict,
+    /// The verdict in one sentence.
+    pub explanation: String,
+    pub advice: Vec<String>,
+    /// The events just before the failure, oldest first: `[time_ns, api, result, size]`.
+    pub recent_events: Vec<RecentEvent>,
+}
+
+#[derive(Serialize)]
+pub struct OtherProcess {
+    pub pid: u32,
+    pub bytes: u64,
+}
+
+#[derive(Serialize)]
+pub struct RecentEvent {
+    pub time_ns: u64,
+    pub api: &'static str,
+    pub result: i32,
+    pub size: u64,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The request alone is more than the device has.
+    NeverFits,
+    /// Even with everything this process held freed, it would not have fit: the memory
+    /// was held by other processes or by things vramtrace does not see.
+    HeldElsewhere,
+    /// This process's own allocations took the room.
+    HeldByThisProcess,
+    /// By the figures it should have fit: fragmentation, or memory taken since the
+    /// driver's last answer by something vramtrace does not see.
+    ShouldHaveFit,
+    /// The program never asked the driver for free memory, so the capacity is unknown.
+    CapacityUnknown,
+}
+
+/// The figures a verdict is made from.
+#[derive(Clone, Copy, Debug)]
+pub struct Figures {
+    pub requested: u64,
+    pub own: u64,
+    pub others: u64,
+    /// (free, total, traced bytes on the GPU when the driver said so)
+    pub driver: Option<(u64, u64, u64)>,
+}
+
+/// (verdict, untraced bytes, estimated free bytes)
+pub fn judge(f: Figures) -> (Verdict, Option<u64>, Option<u64>) {
+    let Some((free, total, traced_then)) = f.driver else {
+        return (Verdict::CapacityUnknown, None, None);
+    };
+    let untraced = total.saturating_sub(free).saturating_sub(traced_then);
+    let estimated_free = total
+        .saturating_sub(untraced)
+        .saturating_sub(f.own)
+        .saturating_sub(f.others);
+    let verdict = if f.requested > total {
+        Verdict::NeverFits
+    } else if f.requested > total.saturating_sub(untraced + f.others) {
+        Verdict::HeldElsewhere
+    } else if f.requested <= estimated_free {
+        Verdict::ShouldHaveFit
+    } else {
+        Verdict::HeldByThisProcess
+    };
+    (verdict, Some(untraced), Some(estimated_free))
+}
+
+fn postmortem(run: &Run, p: Pending) -> Postmortem {
+    let model = &run.processes[p.process];
+    let f = &model.failures[p.failure];
+    let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
+    let live_groups = groups::of_process(&f.groups);
+    let figures = Figures {
+        requested: f.requested,
+        own: f.reserved_on_device,
+        others: others_bytes,
+        driver: p.meminfo.map(|m| (m.free, m.total, m.traced)),
+    };
+    let (verdict, untraced, estimated_free) = judge(figures);
+    let id = crate::run::DeviceId::of(&model.header, f.event.dev);
+    let explanation = super::oom_words::explain(verdict, &figures, untraced, &live_groups);
+    let advice = super::oom_words::advice(verdict);
+    Postmortem {
+        pid: model.header.pid,
+        rank: model.rank().map(str::to_string),
+        time_ns: p.time,
+        api: f.event.api.name(),
+        device: f.event.dev,
+        host: id.host,
+        gpu: id.gpu,
+        requested_bytes: f.requested,
+        result: f.event.res,
+        result_name: errors::name(f.event.api, f.event.res),
+        live_bytes: f.reserved_on_device,
+        live_blocks: live_groups.iter().map(|g| g.blocks).sum(),
+        peak_before_bytes: f.peak_before,
+        live_groups,
+        other_processes: p
+            .others
+            .iter()
+            .map(|&(i, bytes)| OtherProcess {
+                pid: run.processes[i].header.pid,
+                bytes,
+            })
+            .collect(),
+        other_processes_bytes: others_bytes,
+        driver_free_bytes: p.meminfo.map(|m| m.free),
+        driver_total_bytes: p.meminfo.map(|m| m.total),
+        driver_report_time_ns: p.meminfo.map(|m| m.time),
+        untraced_bytes: untraced,
+        estimated_free_bytes: estimated_free,
+        verdict,
+        explanation,
+        advice,
+        recent_events: f.recent.iter().map(|e| recent(run, p.process, e)).collect(),
+    }
+}
+
+fn recent(run: &Run, process: usize, e: &Event) -> RecentEvent {
+    RecentEvent {
+        time_ns: run.time_of(process, e.t),
+        api: e.api.name(),
+        result: e.res,
+        size: e.size,
+    }
+}

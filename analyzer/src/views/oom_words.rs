@@ -1,0 +1,84 @@
+//! The post-mortem's verdict in plain words, and what to try.
+
+use super::groups::Group;
+use super::oom::{Figures, Verdict};
+use crate::units::bytes;
+
+pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group]) -> String {
+    let top = groups
+        .first()
+        .map(|g| {
+            format!(
+                " (the most, {}, in {} blocks from {})",
+                bytes(g.bytes),
+                g.blocks,
+                g.api
+            )
+        })
+        .unwrap_or_default();
+    let untraced = untraced.unwrap_or(0);
+    match v {
+        Verdict::NeverFits => format!(
+            "It could never have fitted: {} is more than the whole device ({}).",
+            bytes(f.requested),
+            bytes(f.driver.map_or(0, |d| d.1))
+        ),
+        Verdict::HeldElsewhere => format!(
+            "Memory was held elsewhere: even with all {} of this process's memory freed, only {} would have been free, because other traced processes held {} and {} was taken by memory vramtrace does not see (CUDA contexts, libraries, other programs).",
+            bytes(f.own),
+            bytes(f.driver.map_or(0, |d| d.1).saturating_sub(untraced + f.others)),
+            bytes(f.others),
+            bytes(untraced)
+        ),
+        Verdict::HeldByThisProcess => format!(
+            "This process's own memory took the room: it held {}{top}, and {} more did not fit in what was left ({} held elsewhere: {} by other traced processes, {} not seen by vramtrace).",
+            bytes(f.own),
+            bytes(f.requested),
+            bytes(f.others + untraced),
+            bytes(f.others),
+            bytes(untraced)
+        ),
+        Verdict::ShouldHaveFit => format!(
+            "By the figures it should have fitted: {} held by this process{top}, {} by other traced processes and {} not seen by vramtrace leave room for {}. The free memory may have been fragmented, or taken since the driver last reported by something vramtrace does not see.",
+            bytes(f.own),
+            bytes(f.others),
+            bytes(untraced),
+            bytes(f.requested)
+        ),
+        Verdict::CapacityUnknown => format!(
+            "This process held {}{top} and other traced processes {}; the program never asked the driver how much was free (cuMemGetInfo), so the device's capacity is not in the trace.",
+            bytes(f.own),
+            bytes(f.others)
+        ),
+    }
+}
+
+pub fn advice(v: Verdict) -> Vec<String> {
+    let list: &[&str] = match v {
+        Verdict::NeverFits => &[
+            "make this one allocation smaller: a smaller batch or sequence length, or split the tensor",
+            "shard it across devices (tensor or pipeline parallelism, FSDP/ZeRO) or offload to host memory",
+            "use a device with more memory",
+        ],
+        Verdict::HeldElsewhere => &[
+            "look at what else runs on this GPU (nvidia-smi); give each process its own GPU with CUDA_VISIBLE_DEVICES",
+            "lower what the other processes hold, or start this one first",
+            "memory not seen by vramtrace includes each process's CUDA context and library workspaces (cuBLAS, cuDNN, NCCL)",
+        ],
+        Verdict::HeldByThisProcess => &[
+            "free what is no longer needed before this point: the largest groups above are the place to start (`vramtrace peak --at` shows the live set at any moment)",
+            "a smaller batch, activation checkpointing, or lower precision (bf16/fp16) shrink what grows with the batch",
+            "with PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces memory held by the cache",
+        ],
+        Verdict::ShouldHaveFit => &[
+            "with PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids fragmented free memory",
+            "allocate the largest buffers first and reuse them rather than allocating sizes that change every step",
+            "check for memory taken by other programs since the last cuMemGetInfo (nvidia-smi)",
+        ],
+        Verdict::CapacityUnknown => &[
+            "the largest groups above are what to free or shrink first",
+            "a smaller batch, activation checkpointing, or lower precision shrink what grows with the batch",
+        ],
+    };
+    list.iter().map(|s| s.to_string()).collect()
+}

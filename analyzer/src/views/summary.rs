@@ -1,0 +1,196 @@
+//! `summary`: per process and device the peak, what held it, leaks and failures; per
+//! physical device the run's totals (processes sharing it summed on the common clock).
+
+use super::groups::{self, Group};
+use crate::errors;
+use crate::model::ProcessModel;
+use crate::run::Run;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use vramtrace_schema::Settings;
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub format: &'static str,
+    pub version: u32,
+    /// Wall clock at the run's time 0.
+    pub start_unix_ns: u64,
+    /// Run time of the last event.
+    pub duration_ns: u64,
+    pub processes: Vec<ProcessSummary>,
+    /// Per physical device, all processes summed.
+    pub devices: Vec<RunDeviceSummary>,
+    pub unreadable: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct ProcessSummary {
+    pub pid: u32,
+    pub ppid: u32,
+    pub host: String,
+    pub rank: Option<String>,
+    pub argv: Vec<String>,
+    pub exe: String,
+    /// The header's environment variables (only the few a trace may hold).
+    pub env: BTreeMap<String, String>,
+    /// The interposer's settings, and its version.
+    pub settings: Settings,
+    pub interposer: String,
+    pub path: PathBuf,
+    pub start_unix_ns: u64,
+    pub complete: bool,
+    pub truncated: bool,
+    pub error: Option<String>,
+    pub events: u64,
+    pub allocations: u64,
+    pub frees: u64,
+    pub failed_allocations: u64,
+    pub unknown_frees: u64,
+    pub leaked_blocks: u64,
+    pub leaked_bytes: u64,
+    pub peak_pinned_host_bytes: u64,
+    pub devices: Vec<DeviceSummary>,
+    pub failures: Vec<FailureSummary>,
+}
+
+#[derive(Serialize)]
+pub struct DeviceSummary {
+    pub device: i32,
+    /// The physical GPU (`CUDA_VISIBLE_DEVICES` entry, or the ordinal).
+    pub gpu: String,
+    pub peak_reserved_bytes: u64,
+    pub peak_time_ns: u64,
+    pub reserved_bytes_at_end: u64,
+    pub at_peak: Vec<Group>,
+}
+
+#[derive(Serialize)]
+pub struct FailureSummary {
+    pub time_ns: u64,
+    pub api: &'static str,
+    pub device: i32,
+    pub requested_bytes: u64,
+    pub result: i32,
+    pub result_name: String,
+    pub reserved_bytes: u64,
+    pub driver_free_bytes: Option<u64>,
+    pub driver_total_bytes: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct RunDeviceSummary {
+    pub host: String,
+    pub gpu: String,
+    /// Processes that held memory on it.
+    pub pids: Vec<u32>,
+    pub peak_reserved_bytes: u64,
+    pub peak_time_ns: u64,
+    pub reserved_bytes_at_end: u64,
+    /// What held the run's peak on this device, by process and group.
+    pub at_peak: Vec<Group>,
+}
+
+/// Device memory still held at the end: (blocks, bytes).
+pub fn leaked(p: &ProcessModel) -> (u64, u64) {
+    p.live_blocks()
+        .filter(|b| b.kind().is_device_memory())
+        .fold((0, 0), |(n, bytes), b| (n + 1, bytes + b.size))
+}
+
+pub fn build(run: &Run) -> Summary {
+    let processes = run
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| process(run, i, p))
+        .collect();
+    let devices = run
+        .devices
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(index, (id, usage))| {
+            let mut pids: Vec<u32> = groups::ordinals(run, index)
+                .keys()
+                .map(|&p| run.processes[p].header.pid)
+                .collect();
+            pids.sort_unstable();
+            RunDeviceSummary {
+                host: id.host.clone(),
+                gpu: id.gpu.clone(),
+                pids,
+                peak_reserved_bytes: usage.peak_reserved,
+                peak_time_ns: usage.peak_t,
+                reserved_bytes_at_end: usage.reserved,
+                at_peak: groups::run_device_groups(run, index, usage, true),
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut devices = devices;
+    devices.sort_by(|a, b| (&a.host, &a.gpu).cmp(&(&b.host, &b.gpu)));
+    Summary {
+        format: "vramtrace-summary",
+        version: super::JSON_VERSION,
+        start_unix_ns: run.start_unix_ns,
+        duration_ns: run.end_time,
+        processes,
+        devices,
+        unreadable: run.unreadable.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
+    let (leaked_blocks, leaked_bytes) = leaked(p);
+    ProcessSummary {
+        pid: p.header.pid,
+        ppid: p.header.ppid,
+        host: p.header.host.clone(),
+        rank: p.rank().map(str::to_string),
+        argv: p.header.argv.clone(),
+        exe: p.header.exe.clone(),
+        env: p.header.env.clone(),
+        settings: p.header.settings.clone(),
+        interposer: p.header.interposer.clone(),
+        path: p.path.clone(),
+        start_unix_ns: p.header.start_unix_ns,
+        complete: p.ended(),
+        truncated: p.notes.truncated_line.is_some(),
+        error: p.error.as_ref().map(|e| e.to_string()),
+        events: p.counts.events,
+        allocations: p.counts.allocations,
+        frees: p.counts.frees,
+        failed_allocations: p.counts.failed_allocations,
+        unknown_frees: p.counts.unknown_frees,
+        leaked_blocks,
+        leaked_bytes,
+        peak_pinned_host_bytes: p.peak_pinned_host,
+        devices: p
+            .devices
+            .values()
+            .map(|d| DeviceSummary {
+                device: d.device,
+                gpu: crate::run::DeviceId::of(&p.header, d.device).gpu,
+                peak_reserved_bytes: d.peak_reserved,
+                peak_time_ns: run.time_of(i, d.peak_t),
+                reserved_bytes_at_end: d.reserved,
+                at_peak: groups::of_process(&d.peak_groups),
+            })
+            .collect(),
+        failures: p
+            .failures
+            .iter()
+            .map(|f| FailureSummary {
+                time_ns: run.time_of(i, f.event.t),
+                api: f.event.api.name(),
+                device: f.event.dev,
+                requested_bytes: f.requested,
+                result: f.event.res,
+                result_name: errors::name(f.event.api, f.event.res),
+                reserved_bytes: f.reserved_on_device,
+                driver_free_bytes: f.last_meminfo.map(|m| m.0),
+                driver_total_bytes: f.last_meminfo.map(|m| m.1),
+            })
+            .collect(),
+    }
+}

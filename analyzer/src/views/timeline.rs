@@ -1,0 +1,231 @@
+//! `timeline`: live device bytes over time, bucketed. Each bucket keeps the most bytes
+//! live during it and the bytes live at its end, so memory is buckets x series, never
+//! events. Without a chosen resolution the buckets start at 1 us and widen tenfold
+//! whenever there would be more than [`AUTO_BUCKETS`] of them.
+
+use crate::run::{Run, Step};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Most buckets an automatic resolution keeps (it ends between a tenth of this and this).
+pub const AUTO_BUCKETS: usize = 2000;
+/// Most buckets a chosen resolution may take before it is widened too.
+pub const MAX_BUCKETS: usize = 1_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    /// (process index, device ordinal)
+    Process(usize, i32),
+    /// Run device index.
+    Device(usize),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Bucket {
+    max: u64,
+    end: u64,
+    touched: bool,
+}
+
+struct Series {
+    key: Key,
+    current: u64,
+    buckets: Vec<Bucket>,
+}
+
+/// Fed with every step of a replay; [`TimelineBuilder::finish`] gives the view.
+pub struct TimelineBuilder {
+    width: u64,
+    max_buckets: usize,
+    series: Vec<Series>,
+    index: HashMap<Key, usize>,
+}
+
+impl TimelineBuilder {
+    /// `resolution`: bucket width in ns, or `None` for automatic.
+    pub fn new(resolution: Option<u64>) -> Self {
+        let (width, max_buckets) = match resolution {
+            Some(w) => (w.max(1), MAX_BUCKETS),
+            None => (1_000, AUTO_BUCKETS),
+        };
+        TimelineBuilder {
+            width,
+            max_buckets,
+            series: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    pub fn step(&mut self, step: &Step) {
+        let mut seen_dev = None;
+        for c in step.changes {
+            if seen_dev == Some(c.dev) {
+                continue;
+            }
+            seen_dev = Some(c.dev);
+            let live = step.model.devices.get(&c.dev).map_or(0, |d| d.reserved);
+            self.record(Key::Process(step.process, c.dev), step.time, live);
+            if let Some(i) = step.devices.lookup(step.process, c.dev) {
+                let total = step.devices.devices[i].1.reserved;
+                self.record(Key::Device(i), step.time, total);
+            }
+        }
+    }
+
+    fn record(&mut self, key: Key, t: u64, value: u64) {
+        while t / self.width >= self.max_buckets as u64 {
+            self.coarsen();
+        }
+        let b = (t / self.width) as usize;
+        let next = self.series.len();
+        let i = *self.index.entry(key).or_insert(next);
+        if i == next {
+            self.series.push(Series {
+                key,
+                current: 0,
+                buckets: Vec::new(),
+            });
+        }
+        let s = &mut self.series[i];
+        if s.buckets.len() <= b {
+            s.buckets.resize(b + 1, Bucket::default());
+        }
+        let bucket = &mut s.buckets[b];
+        if !bucket.touched {
+            // Memory held when the bucket began counts toward its most.
+            bucket.max = s.current;
+            bucket.touched = true;
+        }
+        bucket.max = bucket.max.max(value);
+        bucket.end = value;
+        s.current = value;
+    }
+
+    /// Ten buckets become one.
+    fn coarsen(&mut self) {
+        self.width *= 10;
+        for s in &mut self.series {
+            let mut carry = 0;
+            let mut merged = Vec::with_capacity(s.buckets.len() / 10 + 1);
+            for chunk in s.buckets.chunks(10) {
+                let mut out = Bucket::default();
+                for b in chunk {
+                    if b.touched {
+                        out.max = if out.touched {
+                            out.max.max(b.max)
+                        } else {
+                            b.max
+                        };
+                        out.touched = true;
+                        carry = b.end;
+                    } else if out.touched {
+                        out.max = out.max.max(carry);
+                    }
+                }
+                out.end = carry;
+                merged.push(out);
+            }
+            s.buckets = merged;
+        }
+    }
+
+    /// The view, with every series running to the run's last event.
+    pub fn finish(self, run: &Run) -> Timeline {
+        let last = (run.end_time / self.width) as usize;
+        let mut series: Vec<TimelineSeries> = self
+            .series
+            .iter()
+            .map(|s| {
+                let mut carry = 0;
+                let points = (0..=last.max(s.buckets.len().saturating_sub(1)))
+                    .map(|b| {
+                        let (max, end) = match s.buckets.get(b) {
+                            Some(x) if x.touched => (x.max, x.end),
+                            _ => (carry, carry),
+                        };
+                        carry = end;
+                        Point {
+                            time_ns: b as u64 * self.width,
+                            max_bytes: max,
+                            live_bytes: end,
+                        }
+                    })
+                    .collect();
+                describe(run, s.key, points)
+            })
+            .collect();
+        series.sort_by(|a, b| {
+            (a.scope, &a.host, &a.gpu, a.pid, a.device)
+                .cmp(&(b.scope, &b.host, &b.gpu, b.pid, b.device))
+        });
+        Timeline {
+            format: "vramtrace-timeline",
+            version: super::JSON_VERSION,
+            start_unix_ns: run.start_unix_ns,
+            resolution_ns: self.width,
+            series,
+        }
+    }
+}
+
+fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
+    match key {
+        Key::Process(p, ordinal) => {
+            let m = &run.processes[p];
+            let id = crate::run::DeviceId::of(&m.header, ordinal);
+            TimelineSeries {
+                scope: "process",
+                pid: Some(m.header.pid),
+                rank: m.rank().map(str::to_string),
+                host: id.host,
+                gpu: id.gpu,
+                device: Some(ordinal),
+                points,
+            }
+        }
+        Key::Device(i) => {
+            let id = &run.devices.devices[i].0;
+            TimelineSeries {
+                scope: "run",
+                pid: None,
+                rank: None,
+                host: id.host.clone(),
+                gpu: id.gpu.clone(),
+                device: None,
+                points,
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Timeline {
+    pub format: &'static str,
+    pub version: u32,
+    pub start_unix_ns: u64,
+    /// Bucket width.
+    pub resolution_ns: u64,
+    pub series: Vec<TimelineSeries>,
+}
+
+#[derive(Serialize)]
+pub struct TimelineSeries {
+    /// `"run"`: every process on the device summed; `"process"`: one process's ordinal.
+    pub scope: &'static str,
+    pub pid: Option<u32>,
+    pub rank: Option<String>,
+    pub host: String,
+    pub gpu: String,
+    pub device: Option<i32>,
+    pub points: Vec<Point>,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Point {
+    /// Start of the bucket (run time).
+    pub time_ns: u64,
+    /// Most bytes live at any moment of the bucket.
+    pub max_bytes: u64,
+    /// Bytes live at the end of the bucket.
+    pub live_bytes: u64,
+}
