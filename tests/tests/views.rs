@@ -1,0 +1,94 @@
+//! The views on real runs of the simulated stack: the demo's out-of-memory post-mortem
+//! against the workload's own ground truth.
+
+use serde_json::Value;
+use std::process::Command;
+use vramtrace_tests::harness::{run_sim, vramtrace};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The demo's sizes, recomputed from its source (tests/workloads/demo.c): everything
+/// scales with the card's total memory.
+fn scaled(total: u64, bytes_on_80gib: f64) -> u64 {
+    let scale = total as f64 / (80.0 * GIB);
+    let b = (bytes_on_80gib * scale) as u64;
+    (b + 511) & !511
+}
+
+#[test]
+fn demo_oom_post_mortem_matches_the_workload_truth() {
+    let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
+    let truth = run.truth("demo");
+    let out = Command::new(vramtrace())
+        .args(["oom", "--json"])
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let oom: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failures = oom["failures"].as_array().unwrap();
+    let failed: u64 = truth["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["failed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(failures.len() as u64, failed);
+    let f = &failures[0];
+
+    // Live bytes at the failure: the demo exits right after it without freeing, so
+    // its own count of what was live at the end is what was live when the call failed.
+    let live = truth["live_bytes_at_end"]["0"].as_u64().unwrap();
+    assert_eq!(f["live_bytes"].as_u64(), Some(live));
+    assert_eq!(
+        f["peak_before_bytes"].as_u64(),
+        truth["peak_live_bytes"]["0"].as_u64()
+    );
+
+    // The request: the truth has no field for it, so recompute it from the demo's
+    // formula. Live = 4 x model state + k activations of the failing step (k < 6), or
+    // all 6 and the request is the workspace (half an activation).
+    let total = truth["meminfo"][0]["total"].as_u64().unwrap();
+    let state = scaled(total, 4.0 * GIB);
+    let per_sample = scaled(total, 48.0 * MIB);
+    let steps_done = run
+        .stderr()
+        .lines()
+        .filter(|l| l.starts_with("step "))
+        .count() as u64;
+    let act = per_sample * 8 * (steps_done + 1);
+    let k = (live - 4 * state) / act;
+    assert_eq!(
+        (live - 4 * state) % act,
+        0,
+        "live is model state plus whole activations"
+    );
+    let requested = if k < 6 { act } else { act / 2 };
+    assert_eq!(f["requested_bytes"].as_u64(), Some(requested));
+    // The workload's message agrees to two decimals.
+    let tried = format!("Tried to allocate {:.2} GiB", requested as f64 / GIB);
+    assert!(run.stderr().contains(&tried), "{tried}: {}", run.stderr());
+
+    // What the driver said: the first cuMemGetInfo answer of the truth (the one after the
+    // failure comes later). The context (VRAMTRACE_SIM_CONTEXT_BYTES) is not traced.
+    assert_eq!(f["driver_free_bytes"], truth["meminfo"][0]["free"]);
+    assert_eq!(f["driver_total_bytes"].as_u64(), Some(total));
+    let free0 = truth["meminfo"][0]["free"].as_u64().unwrap();
+    assert_eq!(f["untraced_bytes"].as_u64(), Some(total - free0));
+    assert_eq!(f["verdict"], "held_by_this_process");
+    assert_eq!(f["api"], "cudaMalloc");
+    assert_eq!(f["other_processes_bytes"], 0);
+    let groups_total: u64 = f["live_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(groups_total, live);
+}
