@@ -35,6 +35,13 @@ enum Link {
 /// (executable, source, workload name given to truth.c, link, extra flags)
 const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
     (
+        "caching_pool",
+        "caching_pool.c",
+        "caching-pool",
+        Link::DynamicRuntime,
+        &["-I../interposer/include"],
+    ),
+    (
         "callchain",
         "callchain.c",
         "callchain",
@@ -156,6 +163,18 @@ fn main() {
     ]
     .concat());
     link(&sim, "libcudart.so.12", "libcudart.so");
+
+    // NVML: what the simulated driver holds for this process, as nvidia-smi shows it.
+    gcc(&[
+        "-shared",
+        "-fvisibility=hidden",
+        "-Wl,-soname,libnvidia-ml.so.1",
+        "-Wl,--no-undefined",
+        "-o",
+        &d("libnvidia-ml.so.1"),
+        &s("nvml.c"),
+        "-ldl",
+    ]);
     let rt_obj = o("runtime_static.o");
     gcc(&[
         "-fvisibility=hidden",

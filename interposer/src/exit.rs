@@ -75,6 +75,7 @@ extern "C" fn after_fork_child() {
     guard::reset_tid();
     warn::reset();
     writer::after_fork_child();
+    crate::nvml::after_fork_child();
     if !settings::get().children {
         settings::stop_recording();
     }

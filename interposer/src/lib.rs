@@ -13,11 +13,13 @@
 //! [`writer`] thread formats and writes. Nothing here may panic across the C boundary or
 //! change what a call returns.
 
+pub mod annotate;
 pub mod clock;
 pub mod dlsym;
 pub mod exit;
 pub mod guard;
 pub mod hooks;
+pub mod nvml;
 pub mod output;
 pub mod procaddr;
 pub mod queue;

@@ -21,6 +21,9 @@ pub struct Settings {
     pub stack_depth: usize,
     /// `VRAMTRACE_PYTHON` (default 1): Python frames for threads that hold the GIL.
     pub python: bool,
+    /// `VRAMTRACE_NVML_MS` (default 1000, at least 10; 0 off): NVML sampling interval,
+    /// once the program has loaded NVML.
+    pub nvml_ms: u64,
 }
 
 pub const DEFAULT_OUTPUT: &str = "vramtrace-%h-%p.jsonl";
@@ -65,6 +68,14 @@ fn read() -> Settings {
             0
         },
         python: flag("VRAMTRACE_PYTHON", true),
+        nvml_ms: match std::env::var("VRAMTRACE_NVML_MS")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            Some(0) => 0,
+            Some(ms) => ms.max(10),
+            None => 1000,
+        },
     }
 }
 

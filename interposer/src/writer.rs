@@ -29,6 +29,8 @@ struct Writer {
     /// Stacks already in this file (reset with the file after fork).
     stacks: Option<Interner>,
     symbols: Option<Symbolizer>,
+    /// Marker names already in this file.
+    names_written: u64,
 }
 
 static WRITER: Mutex<Writer> = Mutex::new(Writer {
@@ -39,6 +41,7 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
     text: Vec::new(),
     stacks: None,
     symbols: None,
+    names_written: 0,
 });
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
@@ -55,6 +58,7 @@ pub fn ensure_thread() {
         .spawn(move || loop {
             std::thread::sleep(interval);
             flush();
+            crate::nvml::poll();
         });
     if spawned.is_err() {
         // Without a thread, every hook flushes what it queued itself.
@@ -171,6 +175,12 @@ impl Writer {
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         let mut line = JsonBuf::new();
+        for (id, name) in crate::annotate::names_after(self.names_written) {
+            let record = serde_json::json!({ "name": { "id": id, "text": name } });
+            let _ = serde_json::to_writer(&mut text, &record);
+            text.push(b'\n');
+            self.names_written = id;
+        }
         let stacks = self.stacks.get_or_insert_with(Interner::default);
         let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
         for q in batch.iter() {
@@ -318,6 +328,7 @@ pub fn after_fork_child() {
         w.state = State::Unopened;
         w.written = 0;
         w.stacks = None;
+        w.names_written = 0;
         WRITER.force_unlock();
     }
     THREAD_STARTED.store(false, Ordering::Relaxed);

@@ -26,6 +26,14 @@ pub enum Op {
     SetAccess,
     HostRegister,
     HostUnregister,
+    /// An allocator handed out a block inside memory it reserved (annotation).
+    BlockAlloc,
+    /// An allocator took a block back (annotation).
+    BlockFree,
+    /// A named point or phase (annotation).
+    Marker,
+    /// What NVML said of a device and of this process (the device layer).
+    DeviceSample,
 }
 
 /// The kind of memory an API deals in. Only device kinds count as reserved device memory.
@@ -47,6 +55,8 @@ pub enum Kind {
     Va,
     /// Calls that hold no memory themselves (`cuMemGetInfo`, pool management).
     Info,
+    /// Blocks an allocator hands out inside reserved memory: the allocated layer.
+    Allocated,
 }
 
 impl Kind {
@@ -68,6 +78,7 @@ impl Kind {
             Kind::Host => "host",
             Kind::Va => "va",
             Kind::Info => "info",
+            Kind::Allocated => "allocated",
         }
     }
 }
@@ -90,17 +101,21 @@ impl Op {
             Op::SetAccess => "set_access",
             Op::HostRegister => "host_register",
             Op::HostUnregister => "host_unregister",
+            Op::BlockAlloc => "block_alloc",
+            Op::BlockFree => "block_free",
+            Op::Marker => "marker",
+            Op::DeviceSample => "device_sample",
         }
     }
 }
 
 macro_rules! apis {
-    ($( $variant:ident = $name:literal, $op:ident, $kind:ident, $layer:ident; )*) => {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $op:ident, $kind:ident, $layer:ident; )*) => {
         /// A recorded entry point, named exactly as the exported CUDA symbol.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u16)]
-        pub enum Api { $( $variant, )* }
+        pub enum Api { $( $(#[$doc])* $variant, )* }
 
         impl Api {
             /// Every API, in table order.
@@ -117,6 +132,11 @@ macro_rules! apis {
 
             pub fn kind(self) -> Kind {
                 match self { $( Api::$variant => Kind::$kind, )* }
+            }
+
+            /// Whether vramtrace wrote this record itself (not a call the program made).
+            pub fn is_vramtrace(self) -> bool {
+                match self { $( Api::$variant => Layer::$layer == Layer::Vramtrace, )* }
             }
 
             /// Whether this is a runtime (`cuda*`) rather than a driver (`cu*`) entry point.
@@ -136,6 +156,8 @@ macro_rules! apis {
 enum Layer {
     Driver,
     Runtime,
+    /// Records vramtrace makes itself: annotations from allocators, NVML samples, probes.
+    Vramtrace,
 }
 
 apis! {
@@ -182,6 +204,15 @@ apis! {
     CudaHostAlloc = "cudaHostAlloc", Alloc, Host, Runtime;
     CudaFreeHost = "cudaFreeHost", Free, Host, Runtime;
     CudaMemGetInfo = "cudaMemGetInfo", Meminfo, Info, Runtime;
+    VramtraceBlockAlloc = "vramtrace_block_alloc", BlockAlloc, Allocated, Vramtrace;
+    VramtraceBlockFree = "vramtrace_block_free", BlockFree, Allocated, Vramtrace;
+    VramtraceMarker = "vramtrace_marker", Marker, Info, Vramtrace;
+    /// NVML, sampled: `dev` is the NVML index, `free`/`total` the device's, `size` this
+    /// process's used bytes (`res` 1: this process was not in NVML's list).
+    NvmlSample = "nvml_sample", DeviceSample, Info, Vramtrace;
+    /// vramtrace's own `cuMemGetInfo` right after a failed allocation, in the failing
+    /// thread's context.
+    ProbeMeminfo = "vramtrace_probe_meminfo", Meminfo, Info, Vramtrace;
 }
 
 #[cfg(test)]
@@ -206,6 +237,7 @@ mod tests {
     fn layers_follow_the_symbol_prefix() {
         for &api in Api::ALL {
             assert_eq!(api.is_runtime(), api.name().starts_with("cuda"), "{api:?}");
+            assert_eq!(api.is_vramtrace(), !api.name().starts_with("cu"), "{api:?}");
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct Event {
     /// `cuMemGetInfo`: the free and total bytes returned to the program.
     pub free: Option<u64>,
     pub total: Option<u64>,
+    /// Block annotations: the bytes the allocator's caller asked for (`size` is the block).
+    pub requested: Option<u64>,
     /// Stack id (0: no stack recorded).
     pub stack: u64,
 }
@@ -54,6 +56,7 @@ impl Event {
             offset: None,
             free: None,
             total: None,
+            requested: None,
             stack: 0,
         }
     }
@@ -84,6 +87,7 @@ impl Event {
             ("offset", self.offset),
             ("free", self.free),
             ("total", self.total),
+            ("requested", self.requested),
             ("stack", (self.stack != 0).then_some(self.stack)),
         ];
         for (key, value) in fields {

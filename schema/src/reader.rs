@@ -66,11 +66,20 @@ struct Line<'a> {
     offset: Option<u64>,
     free: Option<u64>,
     total: Option<u64>,
+    requested: Option<u64>,
     #[serde(default)]
     stack: u64,
     end: Option<End>,
     frame: Option<Frame>,
     node: Option<Node>,
+    name: Option<Name>,
+}
+
+/// `{"name":{"id":N,"text":"..."}}`: a marker name, before the first marker using it.
+#[derive(Deserialize)]
+struct Name {
+    id: u64,
+    text: String,
 }
 
 fn no_device() -> i32 {
@@ -101,6 +110,8 @@ pub struct TraceReader<R: Read = File> {
     pub notes: ReadNotes,
     /// Frames and stack nodes read so far (they precede the events that use them).
     pub stacks: StackTable,
+    /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
+    pub names: std::collections::HashMap<u64, String>,
     pending: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     done: bool,
@@ -160,6 +171,7 @@ impl<R: Read> TraceReader<R> {
             line_no: 0,
             notes: ReadNotes::default(),
             stacks: StackTable::default(),
+            names: Default::default(),
             pending: BinaryHeap::new(),
             seq: 0,
             done: false,
@@ -296,6 +308,10 @@ impl<R: Read> TraceReader<R> {
                 self.stacks.add_node(node);
                 continue;
             }
+            if let Some(name) = line.name {
+                self.names.insert(name.id, name.text);
+                continue;
+            }
             let Some(name) = line.api else {
                 self.notes.unknown_records += 1;
                 continue;
@@ -321,6 +337,7 @@ impl<R: Read> TraceReader<R> {
                 offset: line.offset,
                 free: line.free,
                 total: line.total,
+                requested: line.requested,
                 stack: line.stack,
             }));
         }

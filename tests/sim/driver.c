@@ -544,3 +544,14 @@ CUAPI CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersi
 CUAPI CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
     return sim_proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+/* Not a CUDA function: the simulated NVML (nvml.c) asks what this process's driver holds
+ * on a device, contexts included, as the real NVML learns it from the kernel driver. */
+CUAPI int vramtrace_sim_device_memory(int device, size_t *used, size_t *capacity) {
+    if (!sim_initialized || device < 0 || device >= sim_ndevices) return -1;
+    pthread_mutex_lock(&sim_lock);
+    *used = sim_devices[device].used;
+    *capacity = sim_devices[device].capacity;
+    pthread_mutex_unlock(&sim_lock);
+    return 0;
+}

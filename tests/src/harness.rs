@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
-use vramtrace_schema::{Event, Header, Op, StackTable};
+use vramtrace_schema::{Api, Event, Header, Op, StackTable};
 
 /// `target/<profile>/sim`, where build.rs put the simulated stack and the C workloads.
 pub fn sim_dir() -> PathBuf {
@@ -71,6 +71,8 @@ pub struct Trace {
     pub error: Option<TraceError>,
     /// Frames and stack nodes, read from this file alone.
     pub stacks: StackTable,
+    /// Marker names by id.
+    pub names: std::collections::HashMap<u64, String>,
 }
 
 impl Trace {
@@ -91,6 +93,7 @@ impl Trace {
             notes: reader.notes.clone(),
             error,
             stacks: reader.stacks.clone(),
+            names: reader.names.clone(),
         })
     }
 
@@ -98,7 +101,7 @@ impl Trace {
     /// and the bytes of successful calls that take memory or address space.
     pub fn calls(&self) -> BTreeMap<(String, String), CallCount> {
         let mut out: BTreeMap<(String, String), CallCount> = BTreeMap::new();
-        for e in &self.events {
+        for e in self.program_calls() {
             let op = e.api.op();
             let c = out
                 .entry((e.api.name().to_string(), op.name().to_string()))
@@ -108,7 +111,13 @@ impl Trace {
                 c.failed += 1;
             } else if matches!(
                 op,
-                Op::Alloc | Op::Create | Op::Map | Op::Reserve | Op::HostRegister | Op::SetAccess
+                Op::Alloc
+                    | Op::Create
+                    | Op::Map
+                    | Op::Reserve
+                    | Op::HostRegister
+                    | Op::SetAccess
+                    | Op::BlockAlloc
             ) {
                 c.bytes += e.size;
             }
@@ -116,8 +125,16 @@ impl Trace {
         out
     }
 
+    /// Events of calls the program made (annotations included), without the records
+    /// vramtrace makes itself (NVML samples, the probe after a failed allocation).
+    pub fn program_calls(&self) -> impl Iterator<Item = &Event> {
+        self.events
+            .iter()
+            .filter(|e| !matches!(e.api, Api::NvmlSample | Api::ProbeMeminfo))
+    }
+
     pub fn threads(&self) -> usize {
-        let mut tids: Vec<u32> = self.events.iter().map(|e| e.tid).collect();
+        let mut tids: Vec<u32> = self.program_calls().map(|e| e.tid).collect();
         tids.sort_unstable();
         tids.dedup();
         tids.len()
@@ -316,9 +333,8 @@ pub fn check(outcome: &Outcome, truth: &Value, rename: impl Fn(&str) -> Option<S
         "{name}: threads that made memory calls"
     );
     let meminfo: Vec<(u64, u64)> = trace
-        .events
-        .iter()
-        .filter(|e| e.free.is_some())
+        .program_calls()
+        .filter(|e| e.api.op() == Op::Meminfo && e.ok())
         .map(|e| (e.free.unwrap(), e.total.unwrap()))
         .collect();
     let expected_meminfo: Vec<(u64, u64)> = truth["meminfo"]

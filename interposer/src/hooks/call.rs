@@ -68,10 +68,25 @@ fn submit(tid: u32, event: Event) {
         0
     };
     queue::push(tid, event, &stack[..n]);
+    if takes_memory && event.res != 0 && !event.api.is_vramtrace() {
+        probe_after_failure(tid, &event);
+    }
     writer::ensure_thread();
     // A failed allocation is usually followed by a crash: it reaches the file before the
     // program sees the error.
     if (takes_memory && event.res != 0) || writer::sync_writes() {
         writer::flush();
     }
+}
+
+/// Right after a failed allocation, in the failing thread (its context is current): what
+/// the driver says is free now, which the post-mortem compares with what was asked.
+fn probe_after_failure(tid: u32, failed: &Event) {
+    let Some((free, total)) = device::meminfo() else {
+        return;
+    };
+    let mut probe = Event::new(clock::now(), tid, failed.dev, Api::ProbeMeminfo, 0);
+    probe.free = Some(free);
+    probe.total = Some(total);
+    queue::push(tid, probe, &[]);
 }

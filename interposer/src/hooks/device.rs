@@ -1,26 +1,71 @@
-//! The device of the caller's current context, for each event.
-//!
-//! Asked of the driver with `cuCtxGetDevice`, a read-only query that changes nothing.
-//! Its address comes from the same libcuda whose functions the program looked up.
+//! Read-only questions vramtrace asks the driver itself: the device of the caller's
+//! current context (each event), and free/total memory right after a failed allocation.
+//! Neither changes any state. The functions come from the same libcuda whose functions
+//! the program looked up.
 
 use crate::symbols;
-use std::ffi::c_int;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-static CTX_GET_DEVICE: AtomicUsize = AtomicUsize::new(0);
-/// The driver function last used to look for libcuda, so a failed search is retried
-/// only when a new driver pointer appears.
-static SEARCHED_FROM: AtomicUsize = AtomicUsize::new(0);
+/// One driver function, found lazily.
+struct DriverFn {
+    name: &'static CStr,
+    address: AtomicUsize,
+    /// The driver function last used to look for libcuda, so a failed search is retried
+    /// only when a new driver pointer appears.
+    searched_from: AtomicUsize,
+}
+
+impl DriverFn {
+    const fn new(name: &'static CStr) -> DriverFn {
+        DriverFn {
+            name,
+            address: AtomicUsize::new(0),
+            searched_from: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> usize {
+        let f = self.address.load(Ordering::Acquire);
+        if f != 0 {
+            return f;
+        }
+        self.resolve()
+    }
+
+    #[cold]
+    fn resolve(&self) -> usize {
+        let seen = symbols::driver_function_seen();
+        if seen == 0 || self.searched_from.swap(seen, Ordering::AcqRel) == seen {
+            return 0;
+        }
+        let Some(file) = symbols::locate(seen).and_then(|l| l.file) else {
+            return 0;
+        };
+        // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded.
+        let handle = unsafe { libc::dlopen(file.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            return 0;
+        }
+        // SAFETY: valid handle and name.
+        let p = unsafe { crate::dlsym::real_dlsym(handle, self.name.as_ptr()) } as usize;
+        // SAFETY: balances the reference dlopen took.
+        unsafe { libc::dlclose(handle) };
+        self.address.store(p, Ordering::Release);
+        p
+    }
+}
+
+static CTX_GET_DEVICE: DriverFn = DriverFn::new(c"cuCtxGetDevice");
+static MEM_GET_INFO: DriverFn = DriverFn::new(c"cuMemGetInfo_v2");
 
 /// Device ordinal of the current context, or -1 when there is none (or no driver yet).
 #[inline]
 pub fn current() -> i32 {
-    let mut f = CTX_GET_DEVICE.load(Ordering::Acquire);
+    let f = CTX_GET_DEVICE.get();
     if f == 0 {
-        f = resolve();
-        if f == 0 {
-            return -1;
-        }
+        return -1;
     }
     type CtxGetDevice = unsafe extern "C" fn(*mut c_int) -> c_int;
     // SAFETY: the address of libcuda's cuCtxGetDevice(CUdevice*).
@@ -34,24 +79,16 @@ pub fn current() -> i32 {
     }
 }
 
-#[cold]
-fn resolve() -> usize {
-    let seen = symbols::driver_function_seen();
-    if seen == 0 || SEARCHED_FROM.swap(seen, Ordering::AcqRel) == seen {
-        return 0;
+/// What the driver says is free and in total on the current context's device.
+pub fn meminfo() -> Option<(u64, u64)> {
+    let f = MEM_GET_INFO.get();
+    if f == 0 {
+        return None;
     }
-    let Some(file) = symbols::locate(seen).and_then(|l| l.file) else {
-        return 0;
-    };
-    // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded.
-    let handle = unsafe { libc::dlopen(file.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return 0;
-    }
-    // SAFETY: valid handle and name.
-    let p = unsafe { crate::dlsym::real_dlsym(handle, c"cuCtxGetDevice".as_ptr()) } as usize;
-    // SAFETY: balances the reference dlopen took.
-    unsafe { libc::dlclose(handle) };
-    CTX_GET_DEVICE.store(p, Ordering::Release);
-    p
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> c_int;
+    // SAFETY: the address of libcuda's cuMemGetInfo_v2(size_t*, size_t*).
+    let get = unsafe { std::mem::transmute::<usize, MemGetInfo>(f) };
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers.
+    (unsafe { get(&mut free, &mut total) } == 0).then_some((free as u64, total as u64))
 }

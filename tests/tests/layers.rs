@@ -1,0 +1,149 @@
+//! The layers around "reserved": allocator annotations (allocated), NVML samples (device),
+//! and the driver's answer right after a failed allocation.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use vramtrace_schema::Api;
+use vramtrace_tests::harness::{check, run_sim, Outcome};
+
+fn same(api: &str) -> Option<String> {
+    Some(api.to_string())
+}
+
+fn printed(run: &Outcome, prefix: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line"));
+    serde_json::from_str(line).unwrap()
+}
+
+const CONTEXT_BYTES: u64 = 123 << 20;
+
+fn pool_run(env: &[(&str, &str)]) -> Outcome {
+    let context = CONTEXT_BYTES.to_string();
+    let mut all = vec![
+        ("VRAMTRACE_NVML_MS", "20"),
+        ("VRAMTRACE_SIM_CONTEXT_BYTES", context.as_str()),
+    ];
+    all.extend_from_slice(env);
+    let run = run_sim("caching_pool", &[], &[], &all);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    run
+}
+
+#[test]
+fn allocator_annotations_give_the_allocated_layer() {
+    let run = pool_run(&[]);
+    check(&run, run.truth("caching-pool"), same);
+    let pool = printed(&run, "VRAMTRACE_POOL ");
+    // A deliberately simple replay of the block events, independent of the analyzer.
+    let (mut live, mut allocated, mut requested) = (HashMap::new(), 0u64, 0u64);
+    let (mut allocated_peak, mut requested_peak) = (0u64, 0u64);
+    for e in &run.traces[0].events {
+        match e.api {
+            Api::VramtraceBlockAlloc => {
+                live.insert(e.addr, (e.size, e.requested.unwrap()));
+                allocated += e.size;
+                requested += e.requested.unwrap();
+                allocated_peak = allocated_peak.max(allocated);
+                requested_peak = requested_peak.max(requested);
+            }
+            Api::VramtraceBlockFree => {
+                let (size, req) = live.remove(&e.addr).expect("a live block");
+                allocated -= size;
+                requested -= req;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(allocated_peak, pool["allocated_peak"].as_u64().unwrap());
+    assert_eq!(requested_peak, pool["requested_peak"].as_u64().unwrap());
+    assert_eq!(allocated, pool["allocated_end"].as_u64().unwrap());
+    let markers: Vec<&str> = run.traces[0]
+        .events
+        .iter()
+        .filter(|e| e.api == Api::VramtraceMarker)
+        .map(|e| run.traces[0].names[&e.handle.unwrap()].as_str())
+        .collect();
+    assert_eq!(markers, ["model", "step"]);
+}
+
+#[test]
+fn device_layer_gap_is_the_context_overhead() {
+    let run = pool_run(&[]);
+    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let reserved = pool["reserved_during_pause"].as_u64().unwrap();
+    let samples: Vec<_> = run.traces[0]
+        .events
+        .iter()
+        .filter(|e| e.api == Api::NvmlSample)
+        .collect();
+    assert!(
+        samples.len() >= 5,
+        "NVML sampled during the 400 ms pause: {}",
+        samples.len()
+    );
+    // While the program holds still, nvidia-smi's figure is what it reserved plus its context.
+    let during_pause = samples
+        .iter()
+        .filter(|s| s.size == reserved + CONTEXT_BYTES)
+        .count();
+    assert!(
+        during_pause >= 3,
+        "samples showing reserved + context: {during_pause} of {}",
+        samples.len()
+    );
+    for s in &samples {
+        assert_eq!(s.res, 0, "this process is in NVML's list");
+        assert_eq!(
+            s.total.unwrap() - s.free.unwrap(),
+            s.size,
+            "one process on the device"
+        );
+    }
+}
+
+#[test]
+fn a_process_nvml_does_not_list_is_said_so() {
+    // In a container NVML reports host pids: this process is not found.
+    let run = pool_run(&[("VRAMTRACE_SIM_NVML_PID", "1")]);
+    let samples: Vec<_> = run.traces[0]
+        .events
+        .iter()
+        .filter(|e| e.api == Api::NvmlSample)
+        .collect();
+    assert!(!samples.is_empty());
+    assert!(
+        samples.iter().all(|s| s.res == 1 && s.size == 0),
+        "not found, and no invented figure"
+    );
+}
+
+#[test]
+fn no_nvml_samples_unless_the_program_loads_nvml() {
+    let run = run_sim("runtime_dynamic", &[], &[], &[("VRAMTRACE_NVML_MS", "10")]);
+    assert!(run.traces[0]
+        .events
+        .iter()
+        .all(|e| e.api != Api::NvmlSample));
+}
+
+#[test]
+fn the_driver_is_asked_what_is_free_right_after_a_failed_allocation() {
+    let run = run_sim("runtime_dynamic", &[], &[], &[]);
+    let events = &run.traces[0].events;
+    let failed = events
+        .iter()
+        .position(|e| e.res == 2)
+        .expect("the failed allocation");
+    let probe = &events[failed + 1];
+    assert_eq!(probe.api, Api::ProbeMeminfo);
+    // The workload asked the same question just before the failed call, and nothing
+    // changed in between: the answers agree.
+    let truth = run.truth("runtime-dynamic");
+    let asked = truth["meminfo"].as_array().unwrap().last().unwrap();
+    assert_eq!(probe.free, asked["free"].as_u64());
+    assert_eq!(probe.total, asked["total"].as_u64());
+}

@@ -1,0 +1,97 @@
+/* A program with its own small caching allocator, like PyTorch's: it reserves 20 MiB
+ * segments with cudaMalloc, hands out 512-byte-rounded blocks inside them, keeps freed
+ * blocks cached, and says so through the annotations of interposer/include/vramtrace.h.
+ * It also loads NVML, as frameworks do, so vramtrace samples the device layer.
+ *
+ * Prints its truth, and one line
+ *   VRAMTRACE_POOL {"allocated_peak":A,"allocated_end":E,"requested_peak":R,
+ *                   "reserved_during_pause":P}
+ * with the allocated layer as its own bookkeeping counts it. */
+#include "cuda_runtime_sim.h"
+#include "vramtrace.h"
+#include "wl.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#define SEGMENT (20 * MiB)
+#define MAX_SEGMENTS 8
+#define MAX_BLOCKS 256
+
+struct block { uintptr_t addr; size_t size, requested; int live; };
+static uintptr_t segments[MAX_SEGMENTS];
+static size_t used_in_segment[MAX_SEGMENTS];
+static int nsegments;
+static struct block blocks[MAX_BLOCKS];
+static int nblocks;
+static unsigned long long allocated, allocated_peak, requested, requested_peak, reserved;
+
+static size_t round_up(size_t n) { return (n + 511) & ~(size_t)511; }
+
+static struct block *find_or_carve(size_t size) {
+    for (int i = 0; i < nblocks; i++) /* reuse a cached block of the same size */
+        if (!blocks[i].live && blocks[i].size == size) return &blocks[i];
+    int s = nsegments - 1;
+    if (s < 0 || used_in_segment[s] + size > SEGMENT) {
+        void *p;
+        WL_CHECK(WL_ALLOC("cudaMalloc", 0, SEGMENT, cudaMalloc(&p, SEGMENT)));
+        reserved += SEGMENT;
+        s = nsegments++;
+        segments[s] = (uintptr_t)p;
+    }
+    struct block *b = &blocks[nblocks++];
+    b->addr = segments[s] + used_in_segment[s];
+    b->size = size;
+    used_in_segment[s] += size;
+    return b;
+}
+
+static struct block *pool_alloc(size_t n) {
+    struct block *b = find_or_carve(round_up(n));
+    b->live = 1;
+    b->requested = n;
+    allocated += b->size;
+    requested += b->requested;
+    if (allocated > allocated_peak) allocated_peak = allocated;
+    if (requested > requested_peak) requested_peak = requested;
+    vramtrace_block_alloc_hint((void *)b->addr, b->size, b->requested, 0, NULL);
+    truth_call("vramtrace_block_alloc", "block_alloc", 1, b->size);
+    return b;
+}
+
+static void pool_free(struct block *b) {
+    vramtrace_block_free_hint((void *)b->addr, 0, NULL);
+    truth_call("vramtrace_block_free", "block_free", 1, 0);
+    b->live = 0;
+    allocated -= b->size;
+    requested -= b->requested;
+}
+
+static void marker(const char *name) {
+    vramtrace_marker_hint(name);
+    truth_call("vramtrace_marker", "marker", 1, 0);
+}
+
+int main(void) {
+    truth_init("caching-pool");
+    if (!dlopen("libnvidia-ml.so.1", RTLD_NOW)) return 3;
+    WL_CHECK(cudaSetDevice(0));
+    marker("model");
+    struct block *weights[8];
+    for (int i = 0; i < 8; i++) weights[i] = pool_alloc(3 * MiB + 100 * (size_t)i);
+    marker("step");
+    struct block *acts[16];
+    for (int i = 0; i < 16; i++) acts[i] = pool_alloc(256 * 1024 + 1000 * (size_t)i);
+    for (int i = 0; i < 16; i += 2) pool_free(acts[i]);
+    /* Hold still while NVML is sampled: device = reserved + the context. */
+    unsigned long long reserved_during_pause = reserved;
+    usleep(400 * 1000);
+    for (int i = 1; i < 16; i += 2) pool_free(acts[i]);
+    for (int i = 0; i < 4; i++) pool_free(weights[i]);
+    printf("VRAMTRACE_POOL {\"allocated_peak\":%llu,\"allocated_end\":%llu,\"requested_peak\":%llu,"
+           "\"reserved_during_pause\":%llu}\n",
+           allocated_peak, allocated, requested_peak, reserved_during_pause);
+    fflush(stdout);
+    return 0;
+}
