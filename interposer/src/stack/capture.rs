@@ -169,9 +169,12 @@ fn capture_native(out: &mut [u64]) -> usize {
 /// `usize::MAX` asks for a rescan: a frame lay outside every known module.
 fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
     if STATE.read().is_none() {
+        // Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread
+        // inside dlopen (a library constructor allocating) may be waiting on ours.
+        let built = build();
         let mut w = STATE.write();
         if w.is_none() {
-            *w = Some(build());
+            *w = Some(built);
             LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
         }
     }

@@ -2,7 +2,6 @@
 //! (demangled), file and line where the module has symbols or debug information. They go
 //! into the trace so that it reads the same on another machine.
 
-use super::modules;
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -35,14 +34,7 @@ pub struct Symbolizer {
 impl Symbolizer {
     fn module(&mut self, ip: u64) -> Option<&Known> {
         if !self.modules.iter().any(|m| m.range.contains(&ip)) {
-            self.modules = modules::loaded()
-                .into_iter()
-                .map(|m| Known {
-                    path: m.path,
-                    base: m.base,
-                    range: m.range,
-                })
-                .collect();
+            self.modules = mapped_files();
         }
         self.modules.iter().find(|m| m.range.contains(&ip))
     }
@@ -99,5 +91,74 @@ impl Symbolizer {
                 .map(|name| addr2line::demangle_auto(name.into(), None).into_owned());
         }
         info
+    }
+}
+
+/// The files mapped into this process, from `/proc/self/maps`: read without the loader's
+/// lock (`dl_iterate_phdr` takes it), since the writer runs this while holding its own
+/// lock and a thread inside `dlopen` may be waiting for that.
+fn mapped_files() -> Vec<Known> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    let mut out: Vec<Known> = Vec::new();
+    for line in maps.lines() {
+        // start-end perms offset dev inode path
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(_), Some(offset), Some(_), Some(_), Some(path)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        if !path.starts_with('/') {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(start, 16),
+            u64::from_str_radix(end, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        match out.last_mut() {
+            Some(m) if m.path == path => m.range.end = end,
+            _ => out.push(Known {
+                path: path.to_string(),
+                // The first mapping of an ELF file maps its start: file addresses count from it.
+                base: start - offset,
+                range: start..end,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_code_is_in_a_mapped_file_at_its_file_offset() {
+        let here = this_code_is_in_a_mapped_file_at_its_file_offset as *const () as u64;
+        let m = mapped_files()
+            .into_iter()
+            .find(|m| m.range.contains(&here))
+            .expect("mapped");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert_eq!(std::path::Path::new(&m.path), exe);
+        let mut s = Symbolizer::default();
+        let f = s.frame(here + 1);
+        assert!(f
+            .function
+            .unwrap_or_default()
+            .contains("this_code_is_in_a_mapped_file"));
     }
 }
