@@ -7,5 +7,6 @@ pub mod input;
 pub mod model;
 pub mod render;
 pub mod run;
+pub mod snapshot;
 pub mod units;
 pub mod views;

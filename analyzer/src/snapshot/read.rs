@@ -1,0 +1,306 @@
+//! From a decoded pickle to the snapshot model, for every generation of the format.
+
+use super::model::{
+    Action, Block, BlockState, DeviceSnapshot, Frame, Generation, Segment, Snapshot, TraceEntry,
+};
+use super::pickle::{self, Pickle, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Reads a snapshot file. Errors name the file and, for pickle errors, the byte offset and
+/// the opcode.
+pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
+    let data = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse_snapshot(&data).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads a snapshot from the bytes of a pickle.
+pub fn parse_snapshot(data: &[u8]) -> Result<Snapshot, String> {
+    let p = pickle::parse(data).map_err(|e| e.to_string())?;
+    Reader {
+        p: &p,
+        strings: HashMap::new(),
+    }
+    .snapshot()
+}
+
+struct Reader<'a> {
+    p: &'a Pickle,
+    /// Frame strings, shared by arena id.
+    strings: HashMap<usize, Arc<str>>,
+}
+
+fn not_snapshot(what: String) -> String {
+    format!("not a PyTorch memory snapshot: {what}")
+}
+
+impl Reader<'_> {
+    fn snapshot(&mut self) -> Result<Snapshot, String> {
+        let p = self.p;
+        let root = p.root;
+        let mut snap = Snapshot::default();
+        let segments = if p.seq(root).is_some() {
+            snap.generation = Generation::SegmentList;
+            root
+        } else if p.dict(root).is_some() {
+            p.get(root, "segments")
+                .ok_or_else(|| not_snapshot("a dict without \"segments\"".into()))?
+        } else {
+            return Err(not_snapshot("neither a dict nor a list of segments".into()));
+        };
+        let segments = p
+            .seq(segments)
+            .ok_or_else(|| not_snapshot("\"segments\" is not a list".into()))?;
+        let mut history = false;
+        for (i, &s) in segments.iter().enumerate() {
+            let (device, seg, had_history) = self
+                .segment(s)
+                .map_err(|e| not_snapshot(format!("segment {i}: {e}")))?;
+            history |= had_history;
+            snap.device_mut(device).segments.push(seg);
+        }
+        if snap.generation != Generation::SegmentList {
+            snap.generation = if history {
+                Generation::History
+            } else {
+                Generation::Dict
+            };
+            if let Some(traces) = p.get(root, "device_traces") {
+                let traces = p
+                    .seq(traces)
+                    .ok_or_else(|| not_snapshot("\"device_traces\" is not a list".into()))?;
+                snap.device_count = Some(traces.len());
+                for (device, &list) in traces.iter().enumerate() {
+                    let entries = p.seq(list).ok_or_else(|| {
+                        not_snapshot(format!("device_traces[{device}] is not a list"))
+                    })?;
+                    if entries.is_empty() {
+                        continue;
+                    }
+                    let mut out = Vec::with_capacity(entries.len());
+                    for (j, &e) in entries.iter().enumerate() {
+                        out.push(self.entry(e).map_err(|msg| {
+                            not_snapshot(format!("device_traces[{device}][{j}]: {msg}"))
+                        })?);
+                    }
+                    snap.device_mut(device as i64).trace = out;
+                }
+            }
+            if let Some(settings) = p.get(root, "allocator_settings") {
+                if let Some(d) = p.dict(settings) {
+                    snap.allocator_settings = Some(
+                        d.iter()
+                            .map(|&(k, v)| (self.text(k), to_json(p, v, 0)))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        for d in &mut snap.devices {
+            d.segments.sort_by_key(|s| s.address);
+        }
+        Ok(snap)
+    }
+
+    fn u64_of(&self, d: Value, key: &str) -> Result<Option<u64>, String> {
+        match self.p.get(d, key) {
+            None | Some(Value::None) => Ok(None),
+            Some(v) => {
+                let i = self
+                    .p
+                    .int(v)
+                    .ok_or_else(|| format!("\"{key}\" is not an integer"))?;
+                u64::try_from(i)
+                    .map(Some)
+                    .map_err(|_| format!("\"{key}\" = {i} is out of range"))
+            }
+        }
+    }
+
+    fn need_u64(&self, d: Value, key: &str) -> Result<u64, String> {
+        self.u64_of(d, key)?.ok_or_else(|| format!("no \"{key}\""))
+    }
+
+    fn segment(&mut self, s: Value) -> Result<(i64, Segment, bool), String> {
+        let p = self.p;
+        if p.dict(s).is_none() {
+            return Err("not a dict".into());
+        }
+        let device = p.get(s, "device").and_then(|v| p.int(v)).unwrap_or(0) as i64;
+        let address = self.need_u64(s, "address")?;
+        let total_size = self.need_u64(s, "total_size")?;
+        let mut seg = Segment {
+            address,
+            total_size,
+            stream: self.u64_of(s, "stream")?.unwrap_or(0),
+            segment_type: p
+                .get(s, "segment_type")
+                .and_then(|v| p.str(v))
+                .unwrap_or("large")
+                .to_string(),
+            is_expandable: matches!(p.get(s, "is_expandable"), Some(Value::Bool(true))),
+            frames: self.frames(p.get(s, "frames")),
+            blocks: Vec::new(),
+        };
+        let mut history = false;
+        let mut next = address;
+        if let Some(blocks) = p.get(s, "blocks") {
+            let blocks = p.seq(blocks).ok_or("\"blocks\" is not a list")?;
+            for (j, &b) in blocks.iter().enumerate() {
+                let (block, had_history) =
+                    self.block(b, next).map_err(|e| format!("block {j}: {e}"))?;
+                history |= had_history;
+                next = block.address.saturating_add(block.size);
+                seg.blocks.push(block);
+            }
+        }
+        Ok((device, seg, history))
+    }
+
+    fn block(&mut self, b: Value, next: u64) -> Result<(Block, bool), String> {
+        let p = self.p;
+        if p.dict(b).is_none() {
+            return Err("not a dict".into());
+        }
+        let size = self.need_u64(b, "size")?;
+        let state_v = p.get(b, "state").ok_or("no \"state\"")?;
+        let state_s = p.str(state_v).ok_or("\"state\" is not a string")?;
+        let state =
+            BlockState::parse(state_s).ok_or_else(|| format!("unknown state {state_s:?}"))?;
+        // 2.0: `history: [{addr, real_size, frames}]`, the last entry being the current use.
+        let last = p
+            .get(b, "history")
+            .and_then(|h| p.seq(h))
+            .and_then(|h| h.last().copied());
+        let had_history = p.get(b, "history").is_some();
+        let requested_size = match self.u64_of(b, "requested_size")? {
+            Some(r) => Some(r),
+            None => match last {
+                Some(h) if state != BlockState::Inactive => self.u64_of(h, "real_size")?,
+                _ => None,
+            },
+        };
+        let frames = match (p.get(b, "frames"), last) {
+            (Some(f), _) => self.frames(Some(f)),
+            (None, Some(h)) if state != BlockState::Inactive => self.frames(p.get(h, "frames")),
+            _ => Vec::new(),
+        };
+        Ok((
+            Block {
+                address: self.u64_of(b, "address")?.unwrap_or(next),
+                size,
+                requested_size,
+                state,
+                frames,
+            },
+            had_history,
+        ))
+    }
+
+    fn entry(&mut self, e: Value) -> Result<TraceEntry, String> {
+        let p = self.p;
+        if p.dict(e).is_none() {
+            return Err("not a dict".into());
+        }
+        let action_v = p.get(e, "action").ok_or("no \"action\"")?;
+        let action = Action::parse(p.str(action_v).ok_or("\"action\" is not a string")?);
+        Ok(TraceEntry {
+            action,
+            addr: self.u64_of(e, "addr")?.unwrap_or(0),
+            size: self.u64_of(e, "size")?.unwrap_or(0),
+            stream: self.u64_of(e, "stream")?.unwrap_or(0),
+            time_us: p
+                .get(e, "time_us")
+                .and_then(|v| p.int(v))
+                .and_then(|t| i64::try_from(t).ok()),
+            device_free: self.u64_of(e, "device_free")?,
+            frames: self.frames(p.get(e, "frames")),
+        })
+    }
+
+    fn shared_str(&mut self, v: Option<Value>) -> Arc<str> {
+        match v {
+            Some(Value::Str(id)) => self
+                .strings
+                .entry(id)
+                .or_insert_with(|| Arc::from(self.p.str(Value::Str(id)).unwrap_or(""))),
+            _ => self
+                .strings
+                .entry(usize::MAX)
+                .or_insert_with(|| Arc::from("")),
+        }
+        .clone()
+    }
+
+    fn frames(&mut self, v: Option<Value>) -> Vec<Frame> {
+        let p = self.p;
+        let Some(list) = v.and_then(|v| p.seq(v)) else {
+            return Vec::new();
+        };
+        list.iter()
+            .filter(|&&f| p.dict(f).is_some())
+            .map(|&f| Frame {
+                filename: self.shared_str(p.get(f, "filename")),
+                line: p
+                    .get(f, "line")
+                    .and_then(|l| p.int(l))
+                    .and_then(|l| i64::try_from(l).ok())
+                    .unwrap_or(0),
+                name: self.shared_str(p.get(f, "name")),
+            })
+            .collect()
+    }
+
+    /// A dict key as text: strings bare, the rest as JSON.
+    fn text(&self, v: Value) -> String {
+        match v {
+            Value::Str(_) => self.p.str(v).unwrap_or_default().to_string(),
+            _ => to_json(self.p, v, 0).to_string(),
+        }
+    }
+}
+
+/// A plain-data value as JSON (dict keys as text; bytes and deep nesting as null).
+fn to_json(p: &Pickle, v: Value, depth: usize) -> serde_json::Value {
+    use serde_json::Value as J;
+    if depth > 16 {
+        return J::Null;
+    }
+    match v {
+        Value::None | Value::Bytes(_) => J::Null,
+        Value::Bool(b) => J::Bool(b),
+        Value::Int(i) => i64::try_from(i)
+            .map(J::from)
+            .unwrap_or_else(|_| J::String(i.to_string())),
+        Value::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+        Value::Str(_) => J::String(p.str(v).unwrap_or_default().to_string()),
+        Value::List(_) | Value::Tuple(_) | Value::Set(_) => J::Array(
+            p.seq(v)
+                .unwrap_or_default()
+                .iter()
+                .map(|&x| to_json(p, x, depth + 1))
+                .collect(),
+        ),
+        Value::Dict(_) => J::Object(
+            p.dict(v)
+                .unwrap_or_default()
+                .iter()
+                .map(|&(k, x)| {
+                    let key = match k {
+                        Value::Str(_) => p.str(k).unwrap_or_default().to_string(),
+                        _ => to_json(p, k, depth + 1).to_string(),
+                    };
+                    (key, to_json(p, x, depth + 1))
+                })
+                .collect(),
+        ),
+    }
+}
+
+impl DeviceSnapshot {
+    /// Trace entries of one action.
+    pub fn entries<'a>(&'a self, action: &'a Action) -> impl Iterator<Item = &'a TraceEntry> {
+        self.trace.iter().filter(move |e| &e.action == action)
+    }
+}

@@ -1,0 +1,130 @@
+//! The real PyTorch snapshots in shared/fixtures/torch-snapshots reproduce the figures their
+//! README lists (read with Python's own pickle when they were collected).
+
+use std::path::PathBuf;
+use vramtrace_analyzer::snapshot::{figures, read_snapshot, timeline, Action, Generation};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/torch-snapshots")
+}
+
+/// One README row: file, segments, blocks, R and A as written (MiB, two decimals).
+struct Row {
+    file: String,
+    segments: usize,
+    blocks: usize,
+    reserved_mib: String,
+    allocated_mib: String,
+}
+
+fn readme_rows() -> Vec<Row> {
+    let text = std::fs::read_to_string(fixtures().join("README.md")).expect("fixture README");
+    text.lines()
+        .filter(|l| l.starts_with("| ") && l.contains(".p"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // | file | source | format | segments / blocks | R / A | trace entries |
+            let (s, b) = cells[4].split_once('/').expect("segments / blocks");
+            let (r, a) = cells[5].split_once('/').expect("R / A");
+            Row {
+                file: cells[1].to_string(),
+                segments: s.trim().parse().unwrap(),
+                blocks: b.trim().parse().unwrap(),
+                reserved_mib: r.trim().to_string(),
+                allocated_mib: a.trim().to_string(),
+            }
+        })
+        .collect()
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.2}", b as f64 / (1u64 << 20) as f64)
+}
+
+#[test]
+fn every_fixture_reproduces_its_readme_figures() {
+    let rows = readme_rows();
+    assert_eq!(rows.len(), 5, "the README lists five files");
+    for row in rows {
+        let snap = read_snapshot(&fixtures().join(&row.file)).unwrap();
+        let (mut segs, mut blocks, mut r, mut a) = (0, 0, 0, 0);
+        for d in &snap.devices {
+            let f = figures(d);
+            segs += f.segments;
+            blocks += f.blocks;
+            r += f.reserved;
+            a += f.allocated;
+        }
+        assert_eq!(segs, row.segments, "{}: segments", row.file);
+        assert_eq!(blocks, row.blocks, "{}: blocks", row.file);
+        assert_eq!(mib(r), row.reserved_mib, "{}: reserved MiB", row.file);
+        assert_eq!(mib(a), row.allocated_mib, "{}: allocated MiB", row.file);
+    }
+}
+
+#[test]
+fn fixture_formats_devices_and_traces() {
+    let eor = read_snapshot(&fixtures().join("EoR_NN_snapshot.pickle")).unwrap();
+    assert_eq!(eor.generation, Generation::Dict);
+    assert_eq!(eor.devices.len(), 1);
+    assert_eq!(
+        eor.devices[0].trace.len(),
+        5803,
+        "5803 entries on one device"
+    );
+    assert!(eor.devices[0].trace.iter().all(|e| e.time_us.is_some()));
+    assert!(eor.devices[0].trace.iter().any(|e| !e.frames.is_empty()));
+
+    let llm = read_snapshot(&fixtures().join("LLM-inference_oom_snapshot.pickle")).unwrap();
+    assert_eq!(
+        llm.generation,
+        Generation::History,
+        "2.0-era blocks with history"
+    );
+    let trace = &llm.devices[0].trace;
+    assert_eq!(trace.len(), 1);
+    assert_eq!(trace[0].action, Action::Snapshot);
+    // Blocks carry no address: each starts where the one before it ends.
+    for s in &llm.devices[0].segments {
+        assert_eq!(s.blocks[0].address, s.address);
+        let end = s.blocks.last().map(|b| b.address + b.size).unwrap();
+        assert_eq!(end, s.address + s.total_size);
+    }
+
+    let silmont = read_snapshot(&fixtures().join("silmont_mem_snapshot.pickle")).unwrap();
+    let settings = silmont
+        .allocator_settings
+        .as_ref()
+        .expect("allocator_settings");
+    assert_eq!(settings["max_split_size"], -1);
+    assert_eq!(settings["expandable_segments"], false);
+    assert_eq!(silmont.devices[0].trace.len(), 97);
+
+    let layout = read_snapshot(&fixtures().join("LayoutEditing_memory_snapshot.pkl")).unwrap();
+    assert_eq!(layout.generation, Generation::SegmentList);
+    assert_eq!(layout.devices.len(), 1);
+    assert_eq!(layout.devices[0].device, 1);
+    assert!(layout.devices[0].trace.is_empty());
+
+    let select = read_snapshot(&fixtures().join("select_n_dec166a_snapshot.pickle")).unwrap();
+    assert_eq!(select.device_count, Some(4), "four (empty) device traces");
+    assert_eq!(select.devices.len(), 1, "device 1 only");
+    assert_eq!(select.devices[0].device, 1);
+    assert!(select.devices[0].trace.is_empty());
+}
+
+#[test]
+fn a_complete_history_unwinds_to_an_empty_process() {
+    // silmont's 97 entries start with the process's first segment_alloc: undoing them all
+    // from the snapshot's figures must reach zero reserved and zero in use.
+    let snap = read_snapshot(&fixtures().join("silmont_mem_snapshot.pickle")).unwrap();
+    let d = &snap.devices[0];
+    assert_eq!(d.trace[0].action, Action::SegmentAlloc);
+    let t = timeline::timeline(d);
+    assert!(t.consistent);
+    assert_eq!(t.start_reserved, 0);
+    assert_eq!(t.start_in_use, Some(0));
+    // After the last entry: the snapshot itself.
+    let last = t.points.last().unwrap();
+    assert_eq!(last.reserved, figures(d).reserved);
+}
