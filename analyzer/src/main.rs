@@ -33,6 +33,8 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// The run as Chrome trace JSON (Perfetto) or CSV.
     Export(cmd::export::ExportArgs),
+    /// Figures of a PyTorch memory snapshot: reserved, allocated, fragmentation, OOM entries.
+    Snapshot(cmd::snapshot::SnapshotArgs),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Command::Oom(args) => cmd::oom::oom(args),
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),
+        Command::Snapshot(args) => cmd::snapshot::snapshot(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

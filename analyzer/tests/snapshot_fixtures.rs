@@ -128,3 +128,17 @@ fn a_complete_history_unwinds_to_an_empty_process() {
     let last = t.points.last().unwrap();
     assert_eq!(last.reserved, figures(d).reserved);
 }
+
+#[test]
+fn a_wrapped_ring_buffer_is_anchored_at_the_snapshot() {
+    // EoR_NN's history began after the process had memory: summing its entries forward
+    // from zero with Python's pickle gives 109051904 reserved (segment_alloc - segment_free)
+    // and 39976976 in use (alloc - free_completed), against 134217728 and 48748928 in the
+    // snapshot's segments. So before its first entry, 25165824 were reserved and 8771952
+    // in use.
+    let snap = read_snapshot(&fixtures().join("EoR_NN_snapshot.pickle")).unwrap();
+    let t = timeline::timeline(&snap.devices[0]);
+    assert!(t.consistent);
+    assert_eq!(t.start_reserved, 134_217_728 - 109_051_904);
+    assert_eq!(t.start_in_use, Some(48_748_928 - 39_976_976));
+}

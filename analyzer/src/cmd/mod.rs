@@ -6,6 +6,8 @@ pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod report;
+pub mod python_hook;
 pub mod run;
+pub mod snapshot;
 pub mod summary;
 pub mod timeline;

@@ -33,6 +33,9 @@ pub struct RunArgs {
     /// Record no Python frames (native frames only).
     #[arg(long)]
     pub no_python: bool,
+    /// Do not add the PyTorch startup hook (memory history and snapshots) to Python commands.
+    #[arg(long)]
+    pub no_torch: bool,
     /// The command to run.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -161,6 +164,7 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         }
     }
 
+    let _hook = (!args.no_torch).then(|| super::python_hook::install(&mut cmd, &args.command));
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", args.command[0]))?;

@@ -1,0 +1,341 @@
+//! The PyTorch startup hook against a stand-in `torch` package that records the calls made
+//! to it: the right calls with the right arguments, at the right moment; the user's own
+//! sitecustomize still runs; a failing torch gives one warning and the program goes on; a
+//! program that never imports torch sees nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use vramtrace_analyzer::cmd::python_hook;
+
+/// `torch`, `torch._C`, `torch.cuda`, `torch.cuda.memory`: each call appends a JSON line to
+/// $STANDIN_LOG. CUDA initialises when the script calls `torch.cuda.init()`, running the
+/// queued `_lazy_call`s first (as torch does). STANDIN_FAIL=record makes
+/// `_record_memory_history` raise.
+const STANDIN: &[(&str, &str)] = &[
+    (
+        "torch/__init__.py",
+        r#"
+import json, os
+def _log(call, **kw):
+    kw['call'] = call
+    with open(os.environ['STANDIN_LOG'], 'a') as f:
+        f.write(json.dumps(kw) + '\n')
+__version__ = '9.9.9-standin'
+class version:
+    cuda = '12.4'
+_log('import torch')
+from . import _C
+from . import cuda
+"#,
+    ),
+    (
+        "torch/_C.py",
+        r#"
+import torch
+observers = []
+def _cuda_attach_out_of_memory_observer(fn):
+    torch._log('attach_oom_observer', initialized=torch.cuda._cpp_initialized)
+    observers.append(fn)
+"#,
+    ),
+    (
+        "torch/cuda/__init__.py",
+        r#"
+import torch
+from . import memory
+_initialized = False
+_cpp_initialized = False
+_queued = []
+def is_initialized():
+    return _initialized
+def _lazy_call(fn):
+    torch._log('lazy_call')
+    if _initialized:
+        fn()
+    else:
+        _queued.append(fn)
+def init():
+    global _initialized, _cpp_initialized
+    torch._log('cuda init')
+    _cpp_initialized = True
+    for fn in _queued:
+        fn()
+    _initialized = True
+def get_allocator_backend():
+    return 'native'
+"#,
+    ),
+    (
+        "torch/cuda/memory.py",
+        r#"
+import os, torch
+def _record_memory_history(enabled='all', context='all', stacks='all', max_entries=0):
+    torch._log('record_memory_history', enabled=enabled, context=context, stacks=stacks,
+               max_entries=max_entries, initialized=torch.cuda._cpp_initialized)
+    if os.environ.get('STANDIN_FAIL') == 'record':
+        raise RuntimeError('no history in this build')
+def _dump_snapshot(path):
+    torch._log('dump_snapshot', path=path)
+    with open(path, 'wb') as f:
+        f.write(b'\x80\x04}\x94.')
+"#,
+    ),
+];
+
+const USER_SITECUSTOMIZE: &str = r#"
+import os
+with open(os.environ['USER_MARK'], 'w') as f:
+    f.write('user sitecustomize ran\n')
+"#;
+
+const TRAIN: &str = r#"
+import sys
+import torch
+torch.cuda.init()
+# An out-of-memory: torch calls the observers before raising.
+for fn in torch._C.observers:
+    fn(0, 4096, 81920, 1024)
+print('script done')
+"#;
+
+const NO_TORCH: &str = "print('no torch here')\n";
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    _hook: python_hook::PythonHook,
+    hook_dir: std::path::PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    for (path, text) in STANDIN {
+        let p = root.join("standin").join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::create_dir_all(root.join("user")).unwrap();
+    std::fs::write(root.join("user/sitecustomize.py"), USER_SITECUSTOMIZE).unwrap();
+    std::fs::write(root.join("train.py"), TRAIN).unwrap();
+    std::fs::write(root.join("plain.py"), NO_TORCH).unwrap();
+    std::fs::create_dir_all(root.join("traces")).unwrap();
+    let hook = python_hook::write_hook().unwrap();
+    let hook_dir = hook.dir.clone();
+    Setup {
+        _tmp: tmp,
+        root,
+        _hook: hook,
+        hook_dir,
+    }
+}
+
+fn python(s: &Setup, script: &str, env: &[(&str, &str)]) -> Output {
+    let pythonpath = format!(
+        "{}:{}:{}",
+        s.hook_dir.display(),
+        s.root.join("standin").display(),
+        s.root.join("user").display()
+    );
+    let mut cmd = Command::new("python3");
+    cmd.arg(s.root.join(script))
+        .current_dir(&s.root)
+        .env("PYTHONPATH", pythonpath)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("STANDIN_LOG", s.root.join("calls.jsonl"))
+        .env("USER_MARK", s.root.join("user-mark"))
+        .env(
+            "VRAMTRACE_OUTPUT",
+            format!("{}/vramtrace-%h-%p.jsonl", s.root.join("traces").display()),
+        )
+        .env_remove("VRAMTRACE_TORCH")
+        .env_remove("VRAMTRACE_TORCH_MAX_ENTRIES");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn calls(s: &Setup) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(s.root.join("calls.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn names(calls: &[serde_json::Value]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| c["call"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn pid_of(path: &Path) -> String {
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    name.trim_start_matches("torch-snapshot-")
+        .split(['-', '.'])
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn history_observer_and_snapshots_once_cuda_is_up() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("VRAMTRACE_TORCH_MAX_ENTRIES", "1234")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "script done\n");
+    assert!(
+        !stderr.contains("vramtrace"),
+        "no warning expected: {stderr}"
+    );
+    assert!(
+        s.root.join("user-mark").exists(),
+        "the user's sitecustomize ran"
+    );
+
+    let calls = calls(&s);
+    assert_eq!(
+        names(&calls),
+        [
+            "import torch",
+            "lazy_call",
+            "cuda init",
+            "record_memory_history",
+            "attach_oom_observer",
+            "dump_snapshot",
+            "dump_snapshot"
+        ]
+    );
+    let rec = &calls[3];
+    assert_eq!(rec["enabled"], "all");
+    assert_eq!(rec["context"], "all");
+    assert_eq!(rec["stacks"], "python");
+    assert_eq!(rec["max_entries"], 1234);
+    assert_eq!(rec["initialized"], true, "history only once CUDA is up");
+    assert_eq!(
+        calls[4]["initialized"], true,
+        "observer only once CUDA is up"
+    );
+
+    let traces = s.root.join("traces");
+    let oom = Path::new(calls[5]["path"].as_str().unwrap()).to_path_buf();
+    let exit = Path::new(calls[6]["path"].as_str().unwrap()).to_path_buf();
+    let pid = pid_of(&oom);
+    assert_eq!(oom, traces.join(format!("torch-snapshot-{pid}-oom.pickle")));
+    assert_eq!(exit, traces.join(format!("torch-snapshot-{pid}.pickle")));
+    assert!(oom.exists() && exit.exists());
+
+    let info: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(traces.join(format!("torch-{pid}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(info["torch_version"], "9.9.9-standin");
+    assert_eq!(info["cuda_version"], "12.4");
+    assert_eq!(info["allocator_backend"], "native");
+    assert_eq!(info["max_entries"], 1234);
+    assert_eq!(info["memory_history"], true);
+    assert_eq!(info["ooms"][0]["requested_bytes"], 4096);
+    assert_eq!(info["ooms"][0]["device_free_bytes"], 1024);
+    assert_eq!(
+        info["snapshots"],
+        serde_json::json!([
+            format!("torch-snapshot-{pid}-oom.pickle"),
+            format!("torch-snapshot-{pid}.pickle")
+        ])
+    );
+}
+
+#[test]
+fn default_max_entries_is_100000() {
+    let s = setup();
+    let out = python(&s, "train.py", &[]);
+    assert!(out.status.success());
+    let calls = calls(&s);
+    let rec = calls
+        .iter()
+        .find(|c| c["call"] == "record_memory_history")
+        .unwrap();
+    assert_eq!(rec["max_entries"], 100000);
+}
+
+#[test]
+fn a_failing_torch_is_one_warning_and_the_program_goes_on() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("STANDIN_FAIL", "record")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "script done\n");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("vramtrace: warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("no history in this build"), "{stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "nothing else on stderr: {stderr}"
+    );
+    assert!(s.root.join("user-mark").exists());
+}
+
+#[test]
+fn a_program_without_torch_sees_nothing() {
+    let s = setup();
+    let out = python(&s, "plain.py", &[]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "no torch here\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(calls(&s).is_empty(), "torch was never imported");
+    assert!(
+        s.root.join("user-mark").exists(),
+        "the user's sitecustomize ran"
+    );
+    let files: Vec<_> = std::fs::read_dir(s.root.join("traces")).unwrap().collect();
+    assert!(files.is_empty(), "no torch-*.json, no snapshot");
+}
+
+#[test]
+fn the_off_switch_leaves_torch_alone() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("VRAMTRACE_TORCH", "0")]);
+    assert!(out.status.success());
+    assert_eq!(names(&calls(&s)), ["import torch", "cuda init"]);
+    assert!(s.root.join("user-mark").exists());
+}
+
+#[test]
+fn python_commands_are_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("launch");
+    std::fs::write(&script, "#!/usr/bin/env python3\nprint(1)\n").unwrap();
+    let shell = dir.path().join("job.sh");
+    std::fs::write(&shell, "#!/bin/sh\necho\n").unwrap();
+    let yes = |v: &[&str]| {
+        python_hook::looks_like_python(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    };
+    assert!(yes(&["python3", "train.py"]));
+    assert!(yes(&["/opt/conda/bin/python3.11", "-m", "x"]));
+    assert!(yes(&["torchrun", "--nproc-per-node", "8", "train.py"]));
+    assert!(yes(&[script.to_str().unwrap()]));
+    assert!(!yes(&[shell.to_str().unwrap()]));
+    assert!(!yes(&["./my_cuda_program"]));
+}
+
+#[test]
+fn the_hook_directory_is_private_and_removed_after() {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = python_hook::write_hook().unwrap();
+    let dir = hook.dir.clone();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("sitecustomize.py")).unwrap(),
+        python_hook::SITECUSTOMIZE
+    );
+    drop(hook);
+    assert!(!dir.exists());
+}
