@@ -30,6 +30,8 @@ enum Link {
     StaticRuntime,
     Dlopen,
     Driver,
+    /// No CUDA: only `-ldl` and the libraries of `OWN_SYMBOL_LIBS` in `sim/`.
+    SimLibs,
 }
 
 /// (executable, source, workload name given to truth.c, link, extra flags)
@@ -100,7 +102,35 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &["-rdynamic"],
     ),
+    // Fault workloads (tests/tests/faults.rs) and the benchmark program (scripts/bench.sh).
+    ("killed", "killed.c", "killed", Link::DynamicRuntime, &[]),
+    ("teardown", "teardown.c", "teardown", Link::Driver, &[]),
+    (
+        "fork_threads",
+        "fork_threads.c",
+        "fork-threads",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "own_symbols",
+        "own_symbols.c",
+        "own-symbols",
+        Link::SimLibs,
+        &["-l:libvt_ownsym_a.so", "-l:libvt_ownsym_b.so"],
+    ),
+    (
+        "bench_calls",
+        "bench_calls.c",
+        "bench-calls",
+        Link::DynamicRuntime,
+        &[],
+    ),
 ];
+
+/// Libraries of the own_symbols workload, built from one source: (name, id, vt_foo's value).
+/// `a` and `b` are linked (in that order), `c` is dlopened.
+const OWN_SYMBOL_LIBS: &[(&str, &str, &str)] = &[("a", "a", "1"), ("b", "b", "2"), ("c", "c", "3")];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -196,18 +226,34 @@ fn main() {
         &truth_obj,
         &wl.join("truth.c").display().to_string(),
     ]);
+    for (name, id, value) in OWN_SYMBOL_LIBS {
+        let lib = d(&format!("libvt_ownsym_{name}.so"));
+        gcc(&[
+            "-shared",
+            &format!("-DOWNSYM_NAME=\"{name}\""),
+            &format!("-DOWNSYM_ID={id}"),
+            &format!("-DOWNSYM_VALUE={value}"),
+            "-o",
+            &lib,
+            &wl.join("own_symbols_lib.c").display().to_string(),
+            "-ldl",
+        ]);
+    }
     let lib_dir = format!("-L{}", sim.display());
     for (exe, source, name, how, extra) in WORKLOADS {
         let define = format!("-DWORKLOAD_NAME=\"{name}\"");
         let (exe_path, source) = (d(exe), wl.join(source).display().to_string());
         let mut a: Vec<&str> = vec![&inc_sim, &define, "-o", &exe_path, &source, &truth_obj];
-        a.extend_from_slice(extra);
         match how {
             Link::DynamicRuntime => a.extend([&lib_dir[..], "-l:libcudart.so.12"]),
             Link::StaticRuntime => a.extend([&archive[..], "-ldl"]),
             Link::Dlopen => a.push("-ldl"),
             Link::Driver => a.extend([&lib_dir[..], "-lcuda"]),
+            Link::SimLibs => a.push(&lib_dir),
         }
+        // After the objects, so that -l options resolve their symbols.
+        a.extend_from_slice(extra);
+        a.push("-ldl");
         a.push("-lpthread");
         gcc(&a);
     }
