@@ -1,0 +1,454 @@
+//! Bad input: real traces mutated at random (bounded, reproducible), and the files people
+//! might hand the reader by mistake or malice. Never a panic: events, an error that names
+//! the file and the line, or a counted skip.
+
+mod support;
+
+use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use support::{run_within, traced, Rng};
+use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader, MAX_LINE};
+use vramtrace_tests::harness::vramtrace;
+
+/// A real trace, recorded once per test binary by a workload (runtime_dynamic: every
+/// kind of call, a failed allocation, an end record).
+fn recorded() -> &'static [u8] {
+    static TRACE: OnceLock<Vec<u8>> = OnceLock::new();
+    TRACE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("real.jsonl");
+        let out = run_within(
+            &mut traced("runtime_dynamic", &[], &path.display().to_string()),
+            std::time::Duration::from_secs(120),
+        );
+        assert!(out.status.success());
+        std::fs::read(&path).unwrap()
+    })
+}
+
+/// What reading a file to its end gave.
+#[derive(Debug)]
+struct Read_ {
+    events: usize,
+    notes: ReadNotes,
+    error: Option<TraceError>,
+}
+
+fn read_all<R: Read>(path: &Path, input: R) -> Read_ {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut reader = match TraceReader::new(path, input) {
+            Ok(r) => r,
+            Err(e) => {
+                return Read_ {
+                    events: 0,
+                    notes: ReadNotes::default(),
+                    error: Some(e),
+                }
+            }
+        };
+        let mut events = 0;
+        let error = loop {
+            match reader.next_event() {
+                Ok(Some(_)) => events += 1,
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        Read_ {
+            events,
+            notes: reader.notes.clone(),
+            error,
+        }
+    }));
+    result.unwrap_or_else(|_| panic!("the reader panicked on {}", path.display()))
+}
+
+fn read_file(path: &Path) -> Read_ {
+    read_all(path, std::fs::File::open(path).unwrap())
+}
+
+/// An error names this file and a line that exists (1-based), and says so in its text.
+fn assert_names_place(e: &TraceError, path: &Path, bytes: &[u8]) {
+    assert_eq!(e.path, path);
+    let lines = bytes.split(|&b| b == b'\n').count() as u64;
+    assert!(
+        (1..=lines.max(1)).contains(&e.line),
+        "{e} (file has {lines} lines)"
+    );
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:{}: ", path.display(), e.line)),
+        "{e}"
+    );
+}
+
+/// `vramtrace summary` on `files`: no panic, and every problem named by file and line.
+fn summary(files: &[&Path]) -> (Option<i32>, String) {
+    let out = Command::new(vramtrace())
+        .arg("summary")
+        .args(files)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (out.status.code(), stderr)
+}
+
+fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
+    let mut b = original.to_vec();
+    let lines: Vec<&[u8]> = original.split_inclusive(|&c| c == b'\n').collect();
+    let what = rng.below(8);
+    let name = match what {
+        0 => {
+            for _ in 0..1 + rng.below(4) {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+            "bit flips"
+        }
+        1 => {
+            b.truncate(rng.below(b.len()));
+            "truncation"
+        }
+        2 => {
+            let i = rng.below(lines.len());
+            let mut v: Vec<&[u8]> = lines.clone();
+            v.insert(i, lines[i]);
+            b = v.concat();
+            "line duplicated"
+        }
+        3 => {
+            let junk: Vec<u8> = (0..1 + rng.below(64)).map(|_| rng.next() as u8).collect();
+            let i = rng.below(b.len());
+            b.splice(i..i, junk);
+            "binary junk inserted"
+        }
+        4 => {
+            let i = rng.below(lines.len());
+            let mut v: Vec<&[u8]> = lines.clone();
+            v.remove(i);
+            b = v.concat();
+            "line removed"
+        }
+        5 => {
+            let (i, j) = (rng.below(lines.len()), rng.below(lines.len()));
+            let mut v: Vec<&[u8]> = lines.clone();
+            v.swap(i, j);
+            b = v.concat();
+            "lines swapped"
+        }
+        6 => {
+            // a byte replaced by a JSON-significant one
+            let i = rng.below(b.len());
+            let structural = b"{}[]\":,0-9e\\\n ";
+            b[i] = structural[rng.below(structural.len())];
+            "structural byte"
+        }
+        _ => {
+            // a digit run replaced by a huge or negative number
+            let i = rng.below(b.len());
+            let big: &[u8] =
+                [&b"99999999999999999999999"[..], b"-1", b"1e400", b"null"][rng.below(4)];
+            b.splice(i..i, big.iter().copied());
+            "number inserted"
+        }
+    };
+    (name.to_string(), b)
+}
+
+/// 600 mutants of a real trace (fixed seed: a failure names its mutant), each read to the
+/// end; every 30th also through `vramtrace summary`.
+#[test]
+fn mutated_real_traces_never_panic_and_errors_name_the_place() {
+    let original = recorded();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut errors = 0;
+    for n in 0..600 {
+        let (what, bytes) = mutate(&mut rng, original);
+        let path = dir.path().join(format!("mutant-{n}.jsonl"));
+        std::fs::write(&path, &bytes).unwrap();
+        let read = read_file(&path);
+        if let Some(e) = &read.error {
+            errors += 1;
+            assert_names_place(e, &path, &bytes);
+        }
+        if n % 30 == 0 {
+            let (code, stderr) = summary(&[&path]);
+            match &read.error {
+                None => assert_eq!(code, Some(0), "mutant {n} ({what}): {stderr}"),
+                Some(e) => {
+                    assert_ne!(code, Some(0), "mutant {n} ({what})");
+                    assert!(
+                        stderr.contains(&format!("{}:{}:", path.display(), e.line)),
+                        "mutant {n} ({what}): {stderr}"
+                    );
+                }
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+    // The mutations do break things: the test is not vacuous.
+    assert!(errors > 100, "only {errors} of 600 mutants were errors");
+}
+
+fn header_line(version: u64) -> String {
+    let real = String::from_utf8(recorded().to_vec()).unwrap();
+    let mut header: serde_json::Value = serde_json::from_str(real.lines().next().unwrap()).unwrap();
+    header["version"] = version.into();
+    format!("{header}\n")
+}
+
+const EVENT: &str =
+    "{\"t\":10,\"tid\":1,\"dev\":0,\"api\":\"cudaMalloc\",\"res\":0,\"addr\":4096,\"size\":512}\n";
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn a_newer_format_version_is_refused_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!("{}{EVENT}", header_line(2));
+    let path = write(dir.path(), "v2.jsonl", body.as_bytes());
+    let e = read_file(&path).error.expect("an error");
+    assert_names_place(&e, &path, body.as_bytes());
+    assert_eq!(e.line, 1);
+    assert!(e.message.contains("version 2"), "{e}");
+    assert!(e.message.contains("newer vramtrace"), "{e}");
+    // Version 1 with the same content reads.
+    let ok = write(
+        dir.path(),
+        "v1.jsonl",
+        format!("{}{EVENT}", header_line(1)).as_bytes(),
+    );
+    assert_eq!(read_file(&ok).events, 1);
+    let (code, stderr) = summary(&[&ok, &path]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:1:", path.display())),
+        "{stderr}"
+    );
+}
+
+/// Unknown APIs and unknown records (a newer interposer's additions) are skipped and
+/// counted; the known events around them are kept.
+#[test]
+fn unknown_event_kinds_and_records_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "{}{EVENT}{}{}{}{EVENT}",
+        header_line(1),
+        "{\"t\":11,\"tid\":1,\"dev\":0,\"api\":\"cuMemAllocQuantum\",\"res\":0,\"addr\":1,\"size\":2}\n",
+        "{\"snapshot\":{\"t\":12,\"bytes\":3}}\n",
+        "{\"t\":13,\"api\":\"cudaFree\",\"res\":0,\"addr\":4096,\"future_key\":[1,2,{\"x\":null}]}\n",
+    );
+    let path = write(dir.path(), "newer.jsonl", body.as_bytes());
+    let r = read_file(&path);
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.events, 3);
+    assert_eq!(r.notes.unknown_apis, 1);
+    assert_eq!(r.notes.unknown_records, 1);
+    let (code, stderr) = summary(&[&path]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("skipped 1 events of unknown APIs and 1 unknown records"),
+        "{stderr}"
+    );
+}
+
+/// Files that are not traces at all: each an error at line 1 (reader and summary).
+#[test]
+fn empty_files_junk_and_foreign_json_are_errors_at_line_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(
+        dir.path(),
+        "good.jsonl",
+        format!("{}{EVENT}", header_line(1)).as_bytes(),
+    );
+    let mut junk = Vec::new();
+    let mut rng = Rng(42);
+    junk.extend((0..4096).map(|_| rng.next() as u8));
+    let deep = format!("{}\n", "[".repeat(100_000));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("newline only", b"\n".to_vec()),
+        ("binary junk", junk),
+        ("NUL bytes", vec![0; 1000]),
+        (
+            "foreign JSON",
+            b"{\"format\":\"chrome-trace\",\"version\":1}\n".to_vec(),
+        ),
+        ("JSON array", b"[1,2,3]\n".to_vec()),
+        ("no version", b"{\"format\":\"vramtrace\"}\n".to_vec()),
+        ("deep nesting", deep.into_bytes()),
+        (
+            "UTF-16",
+            "\u{feff}{\"format\":\"vramtrace\"}"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect(),
+        ),
+    ];
+    for (what, bytes) in cases {
+        let path = write(
+            dir.path(),
+            &format!("{}.jsonl", what.replace(' ', "-")),
+            &bytes,
+        );
+        let e = read_file(&path)
+            .error
+            .unwrap_or_else(|| panic!("{what}: no error"));
+        assert_names_place(&e, &path, &bytes);
+        assert_eq!(e.line, 1, "{what}: {e}");
+        let (code, stderr) = summary(&[&good, &path]);
+        assert_eq!(code, Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{}:1:", path.display())),
+            "{what}: {stderr}"
+        );
+        // Alone: nothing readable; still an error naming the place, never a panic.
+        let (code, stderr) = summary(&[&path]);
+        assert_ne!(code, Some(0), "{what}");
+        assert!(
+            stderr.contains(&format!("{}:1:", path.display())),
+            "{what}: {stderr}"
+        );
+    }
+}
+
+/// Bad lines after a good start: the error names the line; the events before it count.
+#[test]
+fn a_bad_line_mid_trace_names_its_line_and_keeps_what_came_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, String)> = vec![
+        ("not JSON", "not json at all\n".into()),
+        (
+            "event without time",
+            "{\"api\":\"cudaMalloc\",\"res\":0}\n".into(),
+        ),
+        (
+            "time too large",
+            "{\"t\":18446744073709551616,\"api\":\"cudaMalloc\"}\n".into(),
+        ),
+        (
+            "negative time",
+            "{\"t\":-1,\"api\":\"cudaMalloc\"}\n".into(),
+        ),
+        (
+            "wrong type",
+            "{\"t\":\"soon\",\"api\":\"cudaMalloc\"}\n".into(),
+        ),
+        (
+            "line over 1 MiB",
+            format!(
+                "{{\"t\":1,\"api\":\"cudaMalloc\",\"pad\":\"{}\"}}\n",
+                "x".repeat(MAX_LINE)
+            ),
+        ),
+    ];
+    for (what, bad) in cases {
+        let body = format!("{}{EVENT}{EVENT}{bad}{EVENT}", header_line(1));
+        let path = write(dir.path(), "bad.jsonl", body.as_bytes());
+        let r = read_file(&path);
+        let e = r.error.unwrap_or_else(|| panic!("{what}: no error"));
+        assert_eq!(e.line, 4, "{what}: {e}");
+        assert_names_place(&e, &path, body.as_bytes());
+        assert_eq!(r.events, 2, "{what}: the events before the bad line");
+        let (code, stderr) = summary(&[&path]);
+        assert_eq!(code, Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{}:4:", path.display())),
+            "{what}: {stderr}"
+        );
+    }
+}
+
+/// A reader over a generated stream: a header, one event, then a 2-GB line that never
+/// ends. The reader must refuse it after reading about MAX_LINE bytes of it, not 2 GB,
+/// and without holding more than that in memory.
+#[test]
+fn a_two_gigabyte_line_is_refused_after_one_mebibyte() {
+    struct Endless {
+        prefix: Vec<u8>,
+        at: usize,
+        total: u64,
+        served: u64,
+    }
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.at < self.prefix.len() {
+                let n = buf.len().min(self.prefix.len() - self.at);
+                buf[..n].copy_from_slice(&self.prefix[self.at..self.at + n]);
+                self.at += n;
+                self.served += n as u64;
+                return Ok(n);
+            }
+            let n = (buf.len() as u64).min(self.total - self.served) as usize;
+            buf[..n].fill(b'a');
+            self.served += n as u64;
+            Ok(n)
+        }
+    }
+    let prefix = format!("{}{EVENT}", header_line(1)).into_bytes();
+    let mut stream = Endless {
+        at: 0,
+        total: prefix.len() as u64 + (2u64 << 30),
+        prefix,
+        served: 0,
+    };
+    let path = Path::new("generated-2GB.jsonl");
+    let r = read_all(path, &mut stream);
+    let e = r.error.expect("an error");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("longer than"), "{e}");
+    assert_eq!(r.events, 1);
+    assert!(
+        stream.served < (MAX_LINE as u64) * 2 + stream.prefix.len() as u64,
+        "read {} bytes of a 2-GB line to refuse it",
+        stream.served
+    );
+    // The same 2-GB line as the header line.
+    let mut stream = Endless {
+        at: 0,
+        total: 2u64 << 30,
+        prefix: Vec::new(),
+        served: 0,
+    };
+    let e = read_all(path, &mut stream).error.expect("an error");
+    assert_eq!(e.line, 1, "{e}");
+    assert!(
+        stream.served < MAX_LINE as u64 * 2,
+        "read {} bytes",
+        stream.served
+    );
+}
+
+/// A trace cut in the middle of its last line (a kill mid-write): the partial line is
+/// dropped and noted, not an error.
+#[test]
+fn a_cut_last_line_is_noted_not_an_error() {
+    let original = recorded();
+    let dir = tempfile::tempdir().unwrap();
+    let whole = read_file(&write(dir.path(), "whole.jsonl", original));
+    assert!(whole.error.is_none() && whole.notes.truncated_line.is_none());
+    let last_event = original[..original.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap();
+    let cut = &original[..last_event + 10];
+    let path = write(dir.path(), "cut.jsonl", cut);
+    let r = read_file(&path);
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(
+        r.notes.truncated_line,
+        Some(cut.split(|&b| b == b'\n').count() as u64)
+    );
+    assert!(r.notes.end.is_none(), "the cut line was the end record");
+    assert_eq!(r.events, whole.events);
+}
