@@ -10,6 +10,12 @@ use vramtrace_analyzer::cmd;
     about = "GPU memory profiler: peak, leaks and out-of-memory post-mortems for CUDA programs"
 )]
 struct Cli {
+    /// Show every frame of a stack, the CUDA libraries' and the allocator's too.
+    #[arg(long, global = true)]
+    all_frames: bool,
+    /// Show whole stacks in text views, not only their top frames.
+    #[arg(long, global = true)]
+    full_stack: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -31,6 +37,8 @@ enum Command {
     Oom(cmd::oom::OomArgs),
     /// One self-contained HTML report.
     Report(cmd::report::ReportArgs),
+    /// Who held live memory, as a flamegraph (SVG) or folded stacks.
+    Flamegraph(cmd::flamegraph::FlamegraphArgs),
     /// The run as Chrome trace JSON (Perfetto) or CSV.
     Export(cmd::export::ExportArgs),
     /// Figures of a PyTorch memory snapshot: reserved, allocated, fragmentation, OOM entries.
@@ -39,7 +47,9 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    vramtrace_analyzer::views::stacks::set_options(cli.all_frames, cli.full_stack);
     let result = match cli.command {
+        Command::Flamegraph(args) => cmd::flamegraph::flamegraph(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Summary(args) => cmd::summary::summary(args),
         Command::Timeline(args) => cmd::timeline::timeline(args),

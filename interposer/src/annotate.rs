@@ -10,7 +10,10 @@ use vramtrace_schema::Api;
 
 /// Marker names, interned: an event carries the index (`handle`), the writer writes each
 /// name once as a name record.
-static NAMES: Mutex<Option<(HashMap<String, u64>, Vec<String>)>> = Mutex::new(None);
+/// (id by name, names in id order).
+type Names = (HashMap<String, u64>, Vec<String>);
+
+static NAMES: Mutex<Option<Names>> = Mutex::new(None);
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn vramtrace_block_alloc(

@@ -28,11 +28,16 @@ struct Memory {
     used: u64,
 }
 
+type CountFn = unsafe extern "C" fn(*mut c_uint) -> c_int;
+type HandleFn = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> c_int;
+type MemoryFn = unsafe extern "C" fn(*mut c_void, *mut Memory) -> c_int;
+type ProcessesFn = unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_void) -> c_int;
+
 struct Nvml {
-    count: unsafe extern "C" fn(*mut c_uint) -> c_int,
-    handle: unsafe extern "C" fn(c_uint, *mut *mut c_void) -> c_int,
-    memory: unsafe extern "C" fn(*mut c_void, *mut Memory) -> c_int,
-    processes: unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_void) -> c_int,
+    count: CountFn,
+    handle: HandleFn,
+    memory: MemoryFn,
+    processes: ProcessesFn,
 }
 
 /// From the writer thread: starts the sampler once NVML is loaded.
@@ -83,10 +88,10 @@ fn resolve(handle: *mut c_void) -> Option<Nvml> {
             return None;
         }
         Some(Nvml {
-            count: std::mem::transmute::<usize, _>(find(c"nvmlDeviceGetCount_v2")?),
-            handle: std::mem::transmute::<usize, _>(find(c"nvmlDeviceGetHandleByIndex_v2")?),
-            memory: std::mem::transmute::<usize, _>(find(c"nvmlDeviceGetMemoryInfo")?),
-            processes: std::mem::transmute::<usize, _>(find(
+            count: std::mem::transmute::<usize, CountFn>(find(c"nvmlDeviceGetCount_v2")?),
+            handle: std::mem::transmute::<usize, HandleFn>(find(c"nvmlDeviceGetHandleByIndex_v2")?),
+            memory: std::mem::transmute::<usize, MemoryFn>(find(c"nvmlDeviceGetMemoryInfo")?),
+            processes: std::mem::transmute::<usize, ProcessesFn>(find(
                 c"nvmlDeviceGetComputeRunningProcesses_v3",
             )?),
         })

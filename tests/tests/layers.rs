@@ -147,3 +147,28 @@ fn the_driver_is_asked_what_is_free_right_after_a_failed_allocation() {
     assert_eq!(probe.free, asked["free"].as_u64());
     assert_eq!(probe.total, asked["total"].as_u64());
 }
+
+#[test]
+fn summary_reports_the_allocated_and_device_layers() {
+    let run = pool_run(&[]);
+    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let summary = run.summary();
+    let d = &summary["processes"][0]["devices"][0];
+    assert_eq!(d["peak_allocated_bytes"], pool["allocated_peak"]);
+    assert_eq!(d["allocated_bytes_at_end"], pool["allocated_end"]);
+    let reserved = pool["reserved_during_pause"].as_u64().unwrap();
+    assert_eq!(d["reserved_bytes_at_end"].as_u64(), Some(reserved));
+    // Cached: reserved but not handed out.
+    assert_eq!(
+        d["cached_free_bytes_at_end"].as_u64(),
+        Some(reserved - pool["allocated_end"].as_u64().unwrap())
+    );
+    assert_eq!(
+        d["peak_device_bytes"].as_u64(),
+        Some(reserved + CONTEXT_BYTES)
+    );
+    // Without annotations or NVML the layers are unknown, not zero.
+    let plain = run_sim("runtime_dynamic", &[], &[], &[]);
+    let d = &plain.summary()["processes"][0]["devices"][0];
+    assert!(d["peak_allocated_bytes"].is_null() && d["peak_device_bytes"].is_null());
+}

@@ -178,3 +178,103 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
         }
     }
 }
+
+fn vramtrace_out(run: &Outcome, args: &[&str]) -> String {
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(args)
+        .arg(run.dir.path())
+        .output()
+        .expect("vramtrace runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn views_name_the_frames_of_each_group() {
+    let run = run_sim("callchain", &[], &[], &[]);
+    let chains = printed(&run, "VRAMTRACE_CHAINS ");
+    let peak: Value = serde_json::from_str(&vramtrace_out(&run, &["peak", "--json"])).unwrap();
+    let groups = peak["devices"][0]["groups"].as_array().unwrap();
+    for chain in chains.as_array().unwrap() {
+        let size = chain["size"].as_u64().unwrap();
+        let expected: Vec<&str> = chain["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        // At the peak every block is live: the group of this chain holds its blocks.
+        let blocks = if size == (1 << 20) + 1 { 2 } else { 1 };
+        let names_of = |g: &Value| -> Vec<String> {
+            g["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["function"].as_str().unwrap_or("").to_string())
+                .collect()
+        };
+        let g = groups
+            .iter()
+            .find(|g| {
+                names_of(g).len() >= expected.len() && names_of(g)[..expected.len()] == expected[..]
+            })
+            .unwrap_or_else(|| panic!("a group with frames {expected:?} in {groups:?}"));
+        assert_eq!(
+            g["bytes"].as_u64(),
+            Some(size * blocks),
+            "bytes of the group {expected:?}"
+        );
+        assert_eq!(g["blocks"].as_u64(), Some(blocks));
+        assert!(g["frames"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("callchain.c"));
+        assert!(g["frames"][0]["line"].as_u64().is_some());
+    }
+}
+
+#[test]
+fn flamegraph_of_the_peak_folds_the_call_chains() {
+    let run = run_sim("callchain", &[], &[], &[]);
+    let folded = vramtrace_out(&run, &["flamegraph", "--folded", "-o", "-"]);
+    let line = folded
+        .lines()
+        .find(|l| l.contains("chain_mid_b"))
+        .unwrap_or_else(|| panic!("a folded line through chain_mid_b: {folded}"));
+    let (stack, bytes) = line.rsplit_once(' ').unwrap();
+    assert_eq!(bytes.parse::<u64>().unwrap(), 2 * (1 << 20) + 2);
+    let names: Vec<&str> = stack
+        .split(';')
+        .map(|f| f.split(' ').next().unwrap())
+        .collect();
+    // pid first, then outermost to innermost, then the API.
+    assert!(names[0] == "pid");
+    assert_eq!(
+        &names[names.len() - 5..],
+        [
+            "main",
+            "chain_root",
+            "chain_mid_b",
+            "chain_leaf",
+            "cudaMalloc"
+        ]
+    );
+    let svg_path = run.dir.path().join("peak.svg");
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(["flamegraph", "-o"])
+        .arg(&svg_path)
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(
+        svg.starts_with("<?xml")
+            && svg.contains("chain_mid_b")
+            && svg.trim_end().ends_with("</svg>")
+    );
+}

@@ -2,11 +2,12 @@
 
 pub mod common;
 pub mod export;
+pub mod flamegraph;
 pub mod leaks;
 pub mod oom;
 pub mod peak;
-pub mod report;
 pub mod python_hook;
+pub mod report;
 pub mod run;
 pub mod snapshot;
 pub mod summary;

@@ -1,10 +1,11 @@
 //! `vramtrace report -o FILE.html TRACE|DIR...`: one self-contained HTML file.
 
 use super::common;
+use crate::render::flamegraph;
 use crate::render::html::{self, Report};
 use crate::views::oom::OomWatch;
 use crate::views::timeline::TimelineBuilder;
-use crate::views::{leaks, summary};
+use crate::views::{leaks, peak, summary};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -34,11 +35,14 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
     let timeline = timeline.finish(&run);
     let oom = oom.finish(&run);
     let leaks = leaks::build(&run);
+    let folded = flamegraph::folded_peak(&peak::build(&run, None));
+    let svg = flamegraph::svg(&folded, "Device memory live at the peak").ok();
     let page = html::render(&Report {
         summary: &summary,
         timeline: &timeline,
         oom: &oom,
         leaks: &leaks,
+        flamegraph: svg.as_deref(),
     });
     common::write(&args.output, &page)?;
     eprintln!("vramtrace: wrote {}", args.output.display());

@@ -7,6 +7,7 @@
 mod block;
 mod device;
 mod failure;
+pub mod layers;
 mod physical;
 mod process;
 

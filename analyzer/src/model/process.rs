@@ -3,11 +3,12 @@
 use super::block::{Block, GroupKey};
 use super::device::DeviceUsage;
 use super::failure::{Failure, RECENT_EVENTS};
+use super::layers::Layers;
 use super::physical::PhysicalTracker;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
-use vramtrace_schema::{Event, Header, Kind, Op};
+use vramtrace_schema::{Api, Event, Header, Kind, Op, StackTable};
 
 /// What a process did, counted by call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,6 +41,12 @@ pub struct ProcessModel {
     /// Time of the last event (ns since the trace start).
     pub last_t: u64,
     pub notes: ReadNotes,
+    /// The allocated and device layers.
+    pub layers: Layers,
+    /// Frames and stack nodes of the trace (complete once the replay has finished).
+    pub stacks: StackTable,
+    /// Marker names by id.
+    pub names: HashMap<u64, String>,
     /// The error that stopped reading, if any: everything before it was used.
     pub error: Option<TraceError>,
     live: HashMap<u64, Block>,
@@ -71,6 +78,9 @@ impl ProcessModel {
             last_meminfo: None,
             last_t: 0,
             notes: ReadNotes::default(),
+            layers: Layers::default(),
+            stacks: StackTable::default(),
+            names: HashMap::new(),
             error: None,
             live: HashMap::new(),
             physical: PhysicalTracker::default(),
@@ -129,9 +139,23 @@ impl ProcessModel {
             }
             Op::Meminfo if e.ok() => {
                 if let (Some(f), Some(t)) = (e.free, e.total) {
+                    // vramtrace's own question right after a failure belongs to it.
+                    if e.api == Api::ProbeMeminfo {
+                        if let Some(failure) = self.failures.last_mut() {
+                            if self.recent.back().is_some_and(|r| *r == failure.event) {
+                                failure.last_meminfo = Some((f, t));
+                            }
+                        }
+                    }
                     self.last_meminfo = Some((f, t));
                 }
             }
+            Op::BlockAlloc => {
+                self.layers
+                    .block_alloc(e.dev, e.addr, e.size, e.requested.unwrap_or(e.size))
+            }
+            Op::BlockFree => self.layers.block_free(e.addr),
+            Op::DeviceSample if e.ok() => self.layers.device_sample(e.dev, e.size),
             _ => {}
         }
         if self.recent.len() == RECENT_EVENTS {

@@ -22,6 +22,8 @@ pub struct Report<'a> {
     pub timeline: &'a Timeline,
     pub oom: &'a OomView,
     pub leaks: &'a Leaks,
+    /// The flamegraph (SVG) of what was live at the peak.
+    pub flamegraph: Option<&'a str>,
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222;max-width:960px}\
@@ -67,6 +69,9 @@ pub fn render(r: &Report) -> String {
     );
     header(&mut o, s);
     devices(&mut o, r);
+    if let Some(svg) = r.flamegraph {
+        flamegraph(&mut o, svg);
+    }
     failures(&mut o, r.oom);
     leaks(&mut o, r.leaks);
     for u in &s.unreadable {
@@ -166,7 +171,7 @@ fn devices(o: &mut String, r: &Report) {
                 g.blocks,
                 g.pid.unwrap_or(0),
                 g.device.unwrap_or(0),
-                g.api
+                esc(&g.who())
             );
         }
         let _ = writeln!(o, "</table>");
@@ -234,8 +239,18 @@ fn leaks(o: &mut String, v: &Leaks) {
             g.pid,
             g.device,
             g.kind,
-            g.api
+            esc(&g.who())
         );
     }
     let _ = writeln!(o, "</table>");
+}
+
+/// The peak's flamegraph as an image: shown as drawn, its own script never runs in the page.
+fn flamegraph(o: &mut String, svg: &str) {
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD.encode(svg);
+    let _ = writeln!(
+        o,
+        "<h2>Who held the peak</h2><p class=\"muted\">Width: bytes live at each device's peak, by call stack (<code>vramtrace flamegraph</code> draws it interactive).</p><img id=\"vt-flamegraph\" style=\"max-width:100%\" alt=\"flamegraph of the peak\" src=\"data:image/svg+xml;base64,{data}\">"
+    );
 }

@@ -48,7 +48,7 @@ pub fn text(v: &Leaks, limit: usize) -> String {
                 units::seconds(g.first_time_ns),
                 units::seconds(g.last_time_ns)
             ),
-            g.api
+            g.who()
         );
     }
     if v.groups.len() > limit {

@@ -44,7 +44,7 @@ pub fn text(v: &OomView) -> String {
                 "    {:>12}  {:>6} blocks  {}",
                 bytes(g.bytes),
                 g.blocks,
-                g.api
+                g.who()
             );
         }
         if f.live_groups.len() > TOP_GROUPS {

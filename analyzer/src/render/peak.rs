@@ -48,7 +48,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
                 g.blocks,
                 g.pid.unwrap_or(0),
                 g.device.unwrap_or(0),
-                g.api
+                g.who()
             );
         }
         if d.groups.len() > limit {

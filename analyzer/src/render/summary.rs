@@ -50,7 +50,7 @@ pub fn text(s: &Summary) -> String {
                 "  {:>12}  {:>6} blocks  {}{who}",
                 units::bytes(g.bytes),
                 g.blocks,
-                g.api
+                g.who()
             );
         }
     }
@@ -124,7 +124,7 @@ pub fn text(s: &Summary) -> String {
                     "    {:>12}  {:>6} blocks  {}",
                     units::bytes(g.bytes),
                     g.blocks,
-                    g.api
+                    g.who()
                 );
             }
         }

@@ -139,6 +139,8 @@ impl Run {
         progress.done();
         for (model, source) in run.processes.iter_mut().zip(&sources) {
             model.notes = source.reader.notes.clone();
+            model.stacks = source.reader.stacks.clone();
+            model.names = source.reader.names.clone();
             model.finish();
         }
         run.devices.finish();

@@ -1,7 +1,8 @@
 //! Live memory grouped by who allocated it: the API and (later) the call stack, and for
 //! run-level views the process too. Largest first.
 
-use crate::model::{DeviceUsage, GroupBytes, GroupKey};
+use super::stacks::{self, ShownFrame};
+use crate::model::{DeviceUsage, GroupBytes, GroupKey, ProcessModel};
 use crate::run::{Run, RunGroupKey};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -20,6 +21,16 @@ pub struct Group {
     pub stack: u64,
     pub bytes: u64,
     pub blocks: u64,
+    /// The stack's frames that matter, innermost first (`--all-frames`: every frame).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<ShownFrame>,
+}
+
+impl Group {
+    /// `api <- f (file:line) <- ...`: who allocated, for one line of text.
+    pub fn who(&self) -> String {
+        format!("{}{}", self.api, stacks::inline(&self.frames))
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -38,7 +49,7 @@ fn sorted(mut groups: Vec<Group>) -> Vec<Group> {
 }
 
 /// One process's groups (no pid or device in them).
-pub fn of_process(map: &HashMap<GroupKey, GroupBytes>) -> Vec<Group> {
+pub fn of_process(model: &ProcessModel, map: &HashMap<GroupKey, GroupBytes>) -> Vec<Group> {
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
@@ -49,6 +60,7 @@ pub fn of_process(map: &HashMap<GroupKey, GroupBytes>) -> Vec<Group> {
                 stack: k.stack,
                 bytes: g.bytes,
                 blocks: g.blocks,
+                frames: stacks::shown(&model.stacks, k.stack),
             })
             .collect(),
     )
@@ -70,6 +82,7 @@ pub fn of_run(
                 stack: k.stack,
                 bytes: g.bytes,
                 blocks: g.blocks,
+                frames: stacks::shown(&run.processes[*process].stacks, k.stack),
             })
             .collect(),
     )

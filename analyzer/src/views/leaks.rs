@@ -1,6 +1,7 @@
 //! `leaks`: memory never freed, grouped by process, device and allocating group. In a
 //! trace without an end line (a killed process) it is what was live when it stopped.
 
+use super::stacks::{self, ShownFrame};
 use crate::model::Block;
 use crate::run::Run;
 use serde::Serialize;
@@ -34,6 +35,16 @@ pub struct LeakGroup {
     /// Run times of the oldest and newest allocation in the group.
     pub first_time_ns: u64,
     pub last_time_ns: u64,
+    /// The stack's frames that matter, innermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<ShownFrame>,
+}
+
+impl LeakGroup {
+    /// `api <- f (file:line) <- ...`: who allocated, for one line of text.
+    pub fn who(&self) -> String {
+        format!("{}{}", self.api, stacks::inline(&self.frames))
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -59,6 +70,7 @@ pub fn build(run: &Run) -> Leaks {
                 blocks: blocks.len() as u64,
                 first_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).min().unwrap_or(0)),
                 last_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).max().unwrap_or(0)),
+                frames: stacks::shown(&p.stacks, stack),
             });
         }
     }

@@ -11,3 +11,4 @@ pub mod timeline;
 
 /// The version of every view's JSON; bumped when a key changes meaning or goes away.
 pub const JSON_VERSION: u32 = 1;
+pub mod stacks;

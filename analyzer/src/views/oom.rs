@@ -201,7 +201,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
     let model = &run.processes[p.process];
     let f = &model.failures[p.failure];
     let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
-    let live_groups = groups::of_process(&f.groups);
+    let live_groups = groups::of_process(model, &f.groups);
     let figures = Figures {
         requested: f.requested,
         own: f.reserved_on_device,

@@ -8,6 +8,7 @@ use crate::run::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use vramtrace_schema::Kind;
 use vramtrace_schema::Settings;
 
 #[derive(Serialize)]
@@ -62,6 +63,18 @@ pub struct DeviceSummary {
     pub peak_reserved_bytes: u64,
     pub peak_time_ns: u64,
     pub reserved_bytes_at_end: u64,
+    /// The allocated layer (allocator annotations), null where no allocator annotated.
+    pub peak_allocated_bytes: Option<u64>,
+    pub allocated_bytes_at_end: Option<u64>,
+    /// Requested bytes of the blocks live at the end (allocated minus rounding).
+    pub requested_bytes_at_end: Option<u64>,
+    /// The device layer: this process's most used memory by NVML, null without samples.
+    pub peak_device_bytes: Option<u64>,
+    /// Fragmentation at the end: the largest free piece of reserved memory between live
+    /// blocks, the number of free pieces and their total; null without annotations.
+    pub largest_free_block_bytes_at_end: Option<u64>,
+    pub free_blocks_at_end: Option<u64>,
+    pub cached_free_bytes_at_end: Option<u64>,
     pub at_peak: Vec<Group>,
 }
 
@@ -174,7 +187,14 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                 peak_reserved_bytes: d.peak_reserved,
                 peak_time_ns: run.time_of(i, d.peak_t),
                 reserved_bytes_at_end: d.reserved,
-                at_peak: groups::of_process(&d.peak_groups),
+                peak_allocated_bytes: annotated(p, d.device).map(|l| l.peak_allocated),
+                allocated_bytes_at_end: annotated(p, d.device).map(|l| l.allocated),
+                requested_bytes_at_end: annotated(p, d.device).map(|l| l.requested),
+                peak_device_bytes: p.layers.devices.get(&d.device).and_then(|l| l.peak_device),
+                largest_free_block_bytes_at_end: fragmentation(p, d.device).map(|f| f.0),
+                free_blocks_at_end: fragmentation(p, d.device).map(|f| f.1),
+                cached_free_bytes_at_end: fragmentation(p, d.device).map(|f| f.2),
+                at_peak: groups::of_process(p, &d.peak_groups),
             })
             .collect(),
         failures: p
@@ -193,4 +213,24 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
             })
             .collect(),
     }
+}
+
+fn annotated(p: &ProcessModel, dev: i32) -> Option<&crate::model::layers::DeviceLayers> {
+    p.layers.devices.get(&dev).filter(|l| l.annotated)
+}
+
+/// (largest free block, free blocks, free bytes) of the reserved memory on `dev` at the
+/// end, between the blocks an allocator said were live.
+fn fragmentation(p: &ProcessModel, dev: i32) -> Option<(u64, u64, u64)> {
+    annotated(p, dev)?;
+    let mut segments: Vec<(u64, u64)> = p
+        .live_blocks()
+        .filter(|b| b.dev == dev && matches!(b.kind(), Kind::Device | Kind::Managed | Kind::Pool))
+        .map(|b| (b.addr, b.size))
+        .collect();
+    segments.sort_unstable();
+    Some(crate::model::layers::free_space(
+        &segments,
+        &p.layers.live_blocks(dev),
+    ))
 }

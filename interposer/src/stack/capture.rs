@@ -187,7 +187,7 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
         let cache = cache.get_or_insert_with(|| Box::new(Cache::new_in()));
         let (ip, sp, bp) = registers();
         let mut read = |addr: u64| {
-            if addr < lo || addr.saturating_add(8) > hi || addr % 8 != 0 {
+            if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
                 return Err(());
             }
             // SAFETY: inside this thread's stack, aligned.

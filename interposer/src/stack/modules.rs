@@ -58,14 +58,14 @@ unsafe extern "C" fn each(
     let info = &*info;
     let headers = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
     let base = info.dlpi_addr;
-    let mut range = u64::MAX..0;
+    let (mut lo, mut hi) = (u64::MAX, 0);
     let mut text = None;
     let mut hdr = None;
     for h in headers {
         match h.p_type {
             libc::PT_LOAD => {
-                range.start = range.start.min(base + h.p_vaddr);
-                range.end = range.end.max(base + h.p_vaddr + h.p_memsz);
+                lo = lo.min(base + h.p_vaddr);
+                hi = hi.max(base + h.p_vaddr + h.p_memsz);
                 if h.p_flags & libc::PF_X != 0 {
                     let bytes = MappedBytes {
                         ptr: (base + h.p_vaddr) as *const u8,
@@ -84,9 +84,10 @@ unsafe extern "C" fn each(
             _ => {}
         }
     }
-    if range.start >= range.end {
+    if lo >= hi {
         return 0;
     }
+    let range = lo..hi;
     let eh_frame = hdr
         .as_ref()
         .and_then(|(svma, bytes)| eh_frame_of(svma.start, bytes, headers));

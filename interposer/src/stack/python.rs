@@ -50,6 +50,8 @@ fn find(name: &CStr) -> Option<usize> {
     (p != 0).then_some(p)
 }
 
+// The struct field each transmute fills is its type annotation.
+#[allow(clippy::missing_transmute_annotations)]
 fn load() -> Option<CApi> {
     if !crate::settings::get().python {
         return None;

@@ -1,0 +1,167 @@
+//! Which frames of a stack a person needs to see: the program's own, not the CUDA
+//! libraries', libc's start-up or the allocator's internals (`--all-frames` keeps all);
+//! the top few inline in text views (`--full-stack` shows every one).
+
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use vramtrace_schema::{Frame, StackTable};
+
+static ALL_FRAMES: AtomicBool = AtomicBool::new(false);
+static FULL_STACK: AtomicBool = AtomicBool::new(false);
+
+/// Frames shown inline in text views unless `--full-stack`.
+const INLINE_FRAMES: usize = 3;
+
+/// The command line's choices, for every view.
+pub fn set_options(all_frames: bool, full_stack: bool) {
+    ALL_FRAMES.store(all_frames, Ordering::Relaxed);
+    FULL_STACK.store(full_stack, Ordering::Relaxed);
+}
+
+/// One frame as views show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShownFrame {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub module: String,
+    #[serde(skip)]
+    text: String,
+}
+
+/// Libraries whose frames are machinery, not the program's code.
+const MACHINERY_MODULES: &[&str] = &[
+    "libcuda.so",
+    "libcudart.so",
+    "libvramtrace.so",
+    "libc.so",
+    "ld-linux",
+    "libffi.so",
+    "libstdc++.so",
+    "libgcc_s.so",
+];
+
+/// Functions that are start-up, threading or allocator internals.
+const MACHINERY_FUNCTIONS: &[&str] = &[
+    "_start",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "c10::cuda::CUDACachingAllocator",
+    "c10::cuda::c10_cuda_check",
+];
+
+fn is_machinery(f: &Frame) -> bool {
+    let module = f.module.rsplit('/').next().unwrap_or(&f.module);
+    if MACHINERY_MODULES.iter().any(|m| module.starts_with(m)) {
+        return true;
+    }
+    let function = f.function.as_deref().unwrap_or("");
+    if MACHINERY_FUNCTIONS
+        .iter()
+        .any(|m| function == *m || function.starts_with(&format!("{m}::")))
+    {
+        return true;
+    }
+    // Native frames of the Python interpreter left below its Python frames.
+    module.starts_with("libpython")
+        || module.starts_with("python3")
+        || module.starts_with("_ctypes")
+}
+
+/// The frames of `stack` to show, innermost first.
+pub fn shown(stacks: &StackTable, stack: u64) -> Vec<ShownFrame> {
+    let all = ALL_FRAMES.load(Ordering::Relaxed);
+    stacks
+        .frames(stack)
+        .into_iter()
+        .filter(|f| all || !is_machinery(f))
+        .map(|f| ShownFrame {
+            function: f.function.clone(),
+            file: f.file.clone(),
+            line: f.line,
+            module: f.module.clone(),
+            text: f.describe(),
+        })
+        .collect()
+}
+
+/// ` <- f (file:line) <- g (file:line)`: the innermost frames, for one line of text.
+pub fn inline(frames: &[ShownFrame]) -> String {
+    let n = if FULL_STACK.load(Ordering::Relaxed) {
+        frames.len()
+    } else {
+        INLINE_FRAMES
+    };
+    let mut out: String = frames
+        .iter()
+        .take(n)
+        .map(|f| format!(" <- {}", f.text))
+        .collect();
+    if frames.len() > n {
+        out.push_str(&format!(" <- ... ({} more)", frames.len() - n));
+    }
+    out
+}
+
+/// `outer;...;inner`: the stack for folded-stack text (flamegraphs), outermost first.
+pub fn folded(frames: &[ShownFrame]) -> String {
+    frames
+        .iter()
+        .rev()
+        .map(|f| f.text.replace(';', ":"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_schema::Node;
+
+    fn frame(ip: u64, module: &str, function: &str) -> Frame {
+        Frame {
+            ip,
+            module: module.into(),
+            offset: ip,
+            function: Some(function.into()),
+            file: Some(format!("/src/{function}.c")),
+            line: Some(ip as u32),
+        }
+    }
+
+    #[test]
+    fn machinery_is_left_out_and_order_kept() {
+        let mut t = StackTable::default();
+        // main <- train <- forward <- cudaMalloc's caller inside libcudart
+        let chain = [
+            frame(1, "/lib/x86_64-linux-gnu/libc.so.6", "__libc_start_main"),
+            frame(2, "/app/train", "main"),
+            frame(3, "/app/train", "train"),
+            frame(4, "/app/libmodel.so", "forward"),
+            frame(5, "/usr/lib/libcudart.so.12", "cudaMalloc"),
+        ];
+        for (i, f) in chain.iter().enumerate() {
+            t.add_frame(f.clone());
+            t.add_node(Node {
+                id: i as u64 + 1,
+                parent: i as u64,
+                ip: f.ip,
+            });
+        }
+        let names: Vec<_> = shown(&t, 5)
+            .into_iter()
+            .map(|f| f.function.unwrap())
+            .collect();
+        assert_eq!(names, ["forward", "train", "main"]);
+        assert_eq!(
+            folded(&shown(&t, 5)),
+            "main (main.c:2);train (train.c:3);forward (forward.c:4)"
+        );
+    }
+}
