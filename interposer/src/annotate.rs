@@ -35,8 +35,7 @@ pub unsafe extern "C" fn vramtrace_block_alloc(
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn vramtrace_block_free(addr: u64, device: c_int, stream: *mut c_void) {
     let call = Call::enter();
-    let t = call.time_before();
-    call.finish(Some(t), Api::VramtraceBlockFree, 0, |e| {
+    call.finish(None, Api::VramtraceBlockFree, 0, |e| {
         e.dev = device;
         e.addr = addr;
         e.stream = Some(stream as u64);

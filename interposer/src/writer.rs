@@ -25,6 +25,9 @@ struct Writer {
     written: u64,
     batch: Vec<Queued>,
     ips: Vec<u64>,
+    /// Events newer than the last flush's cut, held for the next one (with their stacks).
+    carry: Vec<Queued>,
+    carry_ips: Vec<u64>,
     text: Vec<u8>,
     /// Stacks already in this file (reset with the file after fork).
     stacks: Option<Interner>,
@@ -38,6 +41,8 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
     written: 0,
     batch: Vec::new(),
     ips: Vec::new(),
+    carry: Vec::new(),
+    carry_ips: Vec::new(),
     text: Vec::new(),
     stacks: None,
     symbols: None,
@@ -57,7 +62,7 @@ pub fn ensure_thread() {
         .name("vramtrace-writer".into())
         .spawn(move || loop {
             std::thread::sleep(interval);
-            flush();
+            flush_periodic();
             crate::nvml::poll();
         });
     if spawned.is_err() {
@@ -76,7 +81,16 @@ pub fn sync_writes() -> bool {
 
 /// Writes everything queued so far.
 pub fn flush() {
-    WRITER.lock().flush();
+    WRITER.lock().flush(None);
+}
+
+/// The writer thread's periodic flush: writes the events timed before it started and
+/// keeps newer ones for the next flush. Draining 64 shards takes a while on a busy
+/// machine (the writer can be preempted half-way); without the cut, a shard drained late
+/// brings events newer than those of a shard drained early in the next flush, and the
+/// file leaves time order by as long as the preemption lasted.
+fn flush_periodic() {
+    WRITER.lock().flush(Some(clock::now()));
 }
 
 /// Writes everything queued, then the end record. Later events (teardown in other
@@ -94,7 +108,7 @@ pub fn finish_within(reason: &str, timeout: Duration) {
 }
 
 fn end(w: &mut Writer, reason: &str) {
-    w.flush();
+    w.flush(None);
     SYNC_WRITES.store(true, Ordering::Relaxed);
     if let State::Open(fd) = w.state {
         let end = End {
@@ -119,11 +133,18 @@ pub fn flush_from_signal(signal: i32) {
     };
     let mut line = JsonBuf::new();
     let mut failed = false;
-    let n = queue::try_drain(|e| {
+    for q in &w.carry {
         line.clear();
-        e.write_json(&mut line);
+        q.event.write_json(&mut line);
         failed |= output::write_all(fd, line.as_bytes()).is_err();
-    });
+    }
+    let carried = w.carry.len();
+    let n = carried
+        + queue::try_drain(|e| {
+            line.clear();
+            e.write_json(&mut line);
+            failed |= output::write_all(fd, line.as_bytes()).is_err();
+        });
     w.written += n as u64;
     let mut reason = JsonBuf::new();
     reason.raw("signal ");
@@ -142,10 +163,25 @@ pub fn flush_from_signal(signal: i32) {
 }
 
 impl Writer {
-    fn flush(&mut self) {
+    /// Writes the queued events timed at or before `cut` (all with `None`).
+    fn flush(&mut self, cut: Option<u64>) {
         let mut batch = std::mem::take(&mut self.batch);
         let mut ips = std::mem::take(&mut self.ips);
+        ips.extend_from_slice(&self.carry_ips);
+        batch.append(&mut self.carry);
+        self.carry_ips.clear();
         queue::drain_into(&mut batch, &mut ips);
+        batch.sort_by_key(|q| q.event.t);
+        let keep = cut.map_or(batch.len(), |cut| {
+            batch.partition_point(|q| q.event.t <= cut)
+        });
+        for q in &batch[keep..] {
+            let start = self.carry_ips.len() as u32;
+            self.carry_ips
+                .extend_from_slice(&ips[q.start as usize..q.start as usize + q.len as usize]);
+            self.carry.push(Queued { start, ..*q });
+        }
+        batch.truncate(keep);
         if !batch.is_empty() {
             self.write_events(&mut batch, &ips);
         }
@@ -171,7 +207,6 @@ impl Writer {
                 }
             },
         };
-        batch.sort_by_key(|q| q.event.t);
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         let mut line = JsonBuf::new();
@@ -329,6 +364,9 @@ pub fn after_fork_child() {
         w.written = 0;
         w.stacks = None;
         w.names_written = 0;
+        // Held-back events are the parent's to write.
+        w.carry.clear();
+        w.carry_ips.clear();
         WRITER.force_unlock();
     }
     THREAD_STARTED.store(false, Ordering::Relaxed);

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod event;
+mod fast;
 pub mod header;
 pub mod reader;
 pub mod stacks;

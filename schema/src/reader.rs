@@ -6,8 +6,7 @@ use crate::event::{End, Event};
 use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
 use crate::stacks::{Frame, Node, StackTable};
 use serde::Deserialize;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -112,31 +111,10 @@ pub struct TraceReader<R: Read = File> {
     pub stacks: StackTable,
     /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
     pub names: std::collections::HashMap<u64, String>,
-    pending: BinaryHeap<Reverse<Pending>>,
-    seq: u64,
+    /// Events read ahead, kept sorted by time (stable for equal times).
+    pending: VecDeque<Event>,
     done: bool,
     deferred: Option<TraceError>,
-}
-
-#[derive(PartialEq, Eq)]
-struct Pending {
-    t: u64,
-    seq: u64,
-    event: EventOrd,
-}
-
-#[derive(PartialEq, Eq)]
-struct EventOrd(Event);
-
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.t, self.seq).cmp(&(other.t, other.seq))
-    }
 }
 
 impl TraceReader<File> {
@@ -172,8 +150,7 @@ impl<R: Read> TraceReader<R> {
             notes: ReadNotes::default(),
             stacks: StackTable::default(),
             names: Default::default(),
-            pending: BinaryHeap::new(),
-            seq: 0,
+            pending: VecDeque::new(),
             done: false,
             deferred: None,
         };
@@ -255,7 +232,7 @@ impl<R: Read> TraceReader<R> {
                 self.line_no += 1;
                 return Ok(LineRead::Cut);
             }
-            let (take, found) = match chunk.iter().position(|&b| b == b'\n') {
+            let (take, found) = match memchr::memchr(b'\n', chunk) {
                 Some(i) => (i + 1, true),
                 None => (chunk.len(), false),
             };
@@ -291,6 +268,9 @@ impl<R: Read> TraceReader<R> {
                 LineRead::Full => {}
             }
             self.notes.lines = self.line_no;
+            if let Some(event) = crate::fast::event(&self.line) {
+                return Ok(Some(event));
+            }
             if self.line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
             }
@@ -349,12 +329,13 @@ impl<R: Read> TraceReader<R> {
         while !self.done && self.pending.len() < REORDER_WINDOW {
             match self.next_raw() {
                 Ok(Some(event)) => {
-                    self.seq += 1;
-                    self.pending.push(Reverse(Pending {
-                        t: event.t,
-                        seq: self.seq,
-                        event: EventOrd(event),
-                    }));
+                    // Nearly always in order: an append. A late event slides back in.
+                    if self.pending.back().is_none_or(|last| last.t <= event.t) {
+                        self.pending.push_back(event);
+                    } else {
+                        let at = self.pending.partition_point(|e| e.t <= event.t);
+                        self.pending.insert(at, event);
+                    }
                 }
                 Ok(None) => self.done = true,
                 Err(e) => {
@@ -367,8 +348,8 @@ impl<R: Read> TraceReader<R> {
                 }
             }
         }
-        if let Some(Reverse(p)) = self.pending.pop() {
-            return Ok(Some(p.event.0));
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
         }
         match self.deferred.take() {
             Some(e) => Err(e),

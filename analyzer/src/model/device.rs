@@ -3,7 +3,7 @@
 //! with groups keyed by process too.
 
 use super::block::GroupKey;
-use std::collections::HashMap;
+use super::Map;
 use std::hash::Hash;
 use vramtrace_schema::Kind;
 
@@ -14,14 +14,14 @@ pub struct DeviceUsage<K = GroupKey> {
     /// Bytes held now, all device kinds together.
     pub reserved: u64,
     /// Bytes held now, by kind.
-    pub by_kind: HashMap<Kind, u64>,
+    pub by_kind: Map<Kind, u64>,
     pub peak_reserved: u64,
     /// Time of the peak (ns since the process's trace start).
     pub peak_t: u64,
     /// Live bytes by allocating group now.
-    pub groups: HashMap<K, GroupBytes>,
+    pub groups: Map<K, GroupBytes>,
     /// The same at the peak: taken lazily, when memory first drops after a new peak.
-    pub peak_groups: HashMap<K, GroupBytes>,
+    pub peak_groups: Map<K, GroupBytes>,
     peak_pending: bool,
 }
 
@@ -36,11 +36,11 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         DeviceUsage {
             device,
             reserved: 0,
-            by_kind: HashMap::new(),
+            by_kind: Map::default(),
             peak_reserved: 0,
             peak_t: 0,
-            groups: HashMap::new(),
-            peak_groups: HashMap::new(),
+            groups: Map::default(),
+            peak_groups: Map::default(),
             peak_pending: false,
         }
     }

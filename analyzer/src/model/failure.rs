@@ -2,7 +2,7 @@
 
 use super::block::GroupKey;
 use super::device::GroupBytes;
-use std::collections::HashMap;
+use super::Map;
 use vramtrace_schema::Event;
 
 /// How many events before a failure are kept with it.
@@ -18,7 +18,7 @@ pub struct Failure {
     /// Peak so far on that device.
     pub peak_before: u64,
     /// What this process held on that device, by allocating group.
-    pub groups: HashMap<GroupKey, GroupBytes>,
+    pub groups: Map<GroupKey, GroupBytes>,
     /// The last free/total the driver reported to the program before the failure, if any.
     pub last_meminfo: Option<(u64, u64)>,
     /// The events just before it, oldest first.

@@ -1,13 +1,14 @@
 //! The layers around "reserved", per device: allocated (blocks an allocator says it handed
 //! out inside reserved memory) and device (what NVML says this process uses).
 
-use std::collections::{BTreeMap, HashMap};
+use super::Map;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default)]
 pub struct Layers {
     pub devices: BTreeMap<i32, DeviceLayers>,
     /// Live blocks by address: (device, size, requested).
-    blocks: HashMap<u64, (i32, u64, u64)>,
+    blocks: Map<u64, (i32, u64, u64)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

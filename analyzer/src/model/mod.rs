@@ -11,6 +11,10 @@ pub mod layers;
 mod physical;
 mod process;
 
+/// The hash map of the replay: keys are addresses and small ids, hashed on every event,
+/// where SipHash's resistance to chosen keys buys nothing and costs a fifth of the time.
+pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
 pub use block::{Block, GroupKey};
 pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{Failure, RECENT_EVENTS};

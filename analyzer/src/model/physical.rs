@@ -2,7 +2,8 @@
 //! handle is released AND its last mapping is unmapped, in either order.
 
 use super::block::Block;
-use std::collections::{BTreeMap, HashMap};
+use super::Map;
+use std::collections::BTreeMap;
 
 struct Handle {
     block: Block,
@@ -12,7 +13,7 @@ struct Handle {
 
 #[derive(Default)]
 pub struct PhysicalTracker {
-    handles: HashMap<u64, Handle>,
+    handles: Map<u64, Handle>,
     /// Mapped ranges by start address: (size, handle).
     mappings: BTreeMap<u64, (u64, u64)>,
 }

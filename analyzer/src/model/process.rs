@@ -5,7 +5,8 @@ use super::device::DeviceUsage;
 use super::failure::{Failure, RECENT_EVENTS};
 use super::layers::Layers;
 use super::physical::PhysicalTracker;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use super::Map;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
 use vramtrace_schema::{Api, Event, Header, Kind, Op, StackTable};
@@ -46,10 +47,13 @@ pub struct ProcessModel {
     /// Frames and stack nodes of the trace (complete once the replay has finished).
     pub stacks: StackTable,
     /// Marker names by id.
-    pub names: HashMap<u64, String>,
+    pub names: Map<u64, String>,
     /// The error that stopped reading, if any: everything before it was used.
     pub error: Option<TraceError>,
-    live: HashMap<u64, Block>,
+    live: Map<u64, Block>,
+    /// Addresses allocated again before their free was seen: frees still owed to blocks
+    /// already replaced.
+    replaced: Map<u64, u32>,
     physical: PhysicalTracker,
     recent: VecDeque<Event>,
     changes: Vec<Change>,
@@ -80,9 +84,10 @@ impl ProcessModel {
             notes: ReadNotes::default(),
             layers: Layers::default(),
             stacks: StackTable::default(),
-            names: HashMap::new(),
+            names: Map::default(),
             error: None,
-            live: HashMap::new(),
+            live: Map::default(),
+            replaced: Map::default(),
             physical: PhysicalTracker::default(),
             recent: VecDeque::with_capacity(RECENT_EVENTS),
             changes: Vec::new(),
@@ -196,8 +201,12 @@ impl ProcessModel {
         if e.api.op() == Op::Create {
             self.physical.create(block);
         } else if let Some(old) = self.live.insert(block.addr, block) {
-            // The driver handed out a live address again: the free was not seen.
+            // The driver handed out a live address again: its free has not been seen
+            // yet. The thread that freed it was preempted between the free and its
+            // timestamp, so its event comes a moment later: that free is the old
+            // block's, and must not take the new one.
             self.uncount(&old);
+            *self.replaced.entry(block.addr).or_default() += 1;
         }
         self.count(&block);
     }
@@ -205,6 +214,13 @@ impl ProcessModel {
     fn free(&mut self, e: &Event) {
         self.counts.frees += 1;
         if !e.ok() || e.addr == 0 {
+            return;
+        }
+        if let Some(n) = self.replaced.get_mut(&e.addr) {
+            *n -= 1;
+            if *n == 0 {
+                self.replaced.remove(&e.addr);
+            }
             return;
         }
         match self.live.remove(&e.addr) {

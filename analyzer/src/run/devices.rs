@@ -4,9 +4,9 @@
 //! GPU 3 of its host. So a run device is (host, the `CUDA_VISIBLE_DEVICES` entry for the
 //! ordinal, or the ordinal itself when the variable is not set).
 
+use crate::model::Map;
 use crate::model::{Change, DeviceUsage, GroupKey};
 use serde::Serialize;
-use std::collections::HashMap;
 use vramtrace_schema::Header;
 
 /// A physical GPU of the run.
@@ -53,7 +53,7 @@ pub struct RunDevices {
     /// In the order first used.
     pub devices: Vec<(DeviceId, DeviceUsage<RunGroupKey>)>,
     /// (process, ordinal) -> index in `devices`, so the hot path allocates nothing.
-    index: HashMap<(usize, i32), usize>,
+    index: Map<(usize, i32), usize>,
 }
 
 impl RunDevices {

@@ -140,7 +140,12 @@ impl Run {
         for (model, source) in run.processes.iter_mut().zip(&sources) {
             model.notes = source.reader.notes.clone();
             model.stacks = source.reader.stacks.clone();
-            model.names = source.reader.names.clone();
+            model.names = source
+                .reader
+                .names
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect();
             model.finish();
         }
         run.devices.finish();

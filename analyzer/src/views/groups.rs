@@ -2,10 +2,10 @@
 //! run-level views the process too. Largest first.
 
 use super::stacks::{self, ShownFrame};
+use crate::model::Map;
 use crate::model::{DeviceUsage, GroupBytes, GroupKey, ProcessModel};
 use crate::run::{Run, RunGroupKey};
 use serde::Serialize;
-use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Group {
@@ -49,7 +49,7 @@ fn sorted(mut groups: Vec<Group>) -> Vec<Group> {
 }
 
 /// One process's groups (no pid or device in them).
-pub fn of_process(model: &ProcessModel, map: &HashMap<GroupKey, GroupBytes>) -> Vec<Group> {
+pub fn of_process(model: &ProcessModel, map: &Map<GroupKey, GroupBytes>) -> Vec<Group> {
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
@@ -67,11 +67,7 @@ pub fn of_process(model: &ProcessModel, map: &HashMap<GroupKey, GroupBytes>) -> 
 }
 
 /// A run device's groups, each naming its process and that process's ordinal.
-pub fn of_run(
-    run: &Run,
-    map: &HashMap<RunGroupKey, GroupBytes>,
-    ordinal_of: &OrdinalOf,
-) -> Vec<Group> {
+pub fn of_run(run: &Run, map: &Map<RunGroupKey, GroupBytes>, ordinal_of: &OrdinalOf) -> Vec<Group> {
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
@@ -89,11 +85,11 @@ pub fn of_run(
 }
 
 /// For one run device: each process's ordinal for it.
-pub type OrdinalOf = HashMap<usize, i32>;
+pub type OrdinalOf = Map<usize, i32>;
 
 /// Which ordinal each process uses for run device `index`.
 pub fn ordinals(run: &Run, index: usize) -> OrdinalOf {
-    let mut out = HashMap::new();
+    let mut out = Map::default();
     for (p, model) in run.processes.iter().enumerate() {
         for &ordinal in model.devices.keys() {
             if run.devices.lookup(p, ordinal) == Some(index) {
@@ -105,8 +101,8 @@ pub fn ordinals(run: &Run, index: usize) -> OrdinalOf {
 }
 
 /// Bytes per process in a run device's groups, largest first: (process index, bytes).
-pub fn per_process(map: &HashMap<RunGroupKey, GroupBytes>) -> Vec<(usize, u64)> {
-    let mut by: HashMap<usize, u64> = HashMap::new();
+pub fn per_process(map: &Map<RunGroupKey, GroupBytes>) -> Vec<(usize, u64)> {
+    let mut by: Map<usize, u64> = Map::default();
     for ((p, _), g) in map {
         *by.entry(*p).or_default() += g.bytes;
     }

@@ -3,9 +3,9 @@
 
 use super::stacks::{self, ShownFrame};
 use crate::model::Block;
+use crate::model::Map;
 use crate::run::Run;
 use serde::Serialize;
-use std::collections::HashMap;
 
 #[derive(Serialize)]
 pub struct Leaks {
@@ -54,7 +54,7 @@ fn is_zero(v: &u64) -> bool {
 pub fn build(run: &Run) -> Leaks {
     let mut groups = Vec::new();
     for (i, p) in run.processes.iter().enumerate() {
-        let mut by: HashMap<(i32, vramtrace_schema::Api, u64), Vec<&Block>> = HashMap::new();
+        let mut by: Map<(i32, vramtrace_schema::Api, u64), Vec<&Block>> = Map::default();
         for b in p.live_blocks() {
             by.entry((b.dev, b.api, b.stack)).or_default().push(b);
         }

@@ -3,9 +3,9 @@
 //! events. Without a chosen resolution the buckets start at 1 us and widen tenfold
 //! whenever there would be more than [`AUTO_BUCKETS`] of them.
 
+use crate::model::Map;
 use crate::run::{Run, Step};
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Most buckets an automatic resolution keeps (it ends between a tenth of this and this).
 pub const AUTO_BUCKETS: usize = 2000;
@@ -38,7 +38,7 @@ pub struct TimelineBuilder {
     width: u64,
     max_buckets: usize,
     series: Vec<Series>,
-    index: HashMap<Key, usize>,
+    index: Map<Key, usize>,
 }
 
 impl TimelineBuilder {
@@ -52,7 +52,7 @@ impl TimelineBuilder {
             width,
             max_buckets,
             series: Vec::new(),
-            index: HashMap::new(),
+            index: Map::default(),
         }
     }
 

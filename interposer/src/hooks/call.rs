@@ -27,19 +27,10 @@ impl Call {
         }
     }
 
-    /// The time to record for calls that give memory back: taken before the real call,
-    /// so that a thread reusing the freed address always has a later time.
-    #[inline]
-    pub fn time_before(&self) -> u64 {
-        if self.record {
-            clock::now()
-        } else {
-            0
-        }
-    }
-
-    /// Records the call. `fill` sets the API-specific fields. `t` is `None` for calls
-    /// timed after the real call returned.
+    /// Records the call. `fill` sets the API-specific fields. `t` is `None`: the time is
+    /// taken now, right after the real call and right before the push, for every call.
+    /// (Timing frees before the call held them back by however long the call blocked -
+    /// over a second on a contended driver lock - and the trace then left time order.)
     #[inline]
     pub fn finish(self, t: Option<u64>, api: Api, res: i32, fill: impl FnOnce(&mut Event)) {
         if !self.record {

@@ -54,9 +54,8 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(dptr);
-    call.finish(Some(t), Api::CuMemFree_v2, r, |e| e.addr = dptr);
+    call.finish(None, Api::CuMemFree_v2, r, |e| e.addr = dptr);
     r
 }
 
@@ -128,9 +127,8 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(p);
-    call.finish(Some(t), Api::CuMemFreeHost, r, |e| e.addr = p as u64);
+    call.finish(None, Api::CuMemFreeHost, r, |e| e.addr = p as u64);
     r
 }
 
@@ -154,9 +152,8 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(p);
-    call.finish(Some(t), Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
+    call.finish(None, Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
     r
 }
 
@@ -250,8 +247,7 @@ pub unsafe extern "C" fn cuArrayDestroy(array: CUarray) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(array);
-    call.finish(Some(t), Api::CuArrayDestroy, r, |e| e.addr = array as u64);
+    call.finish(None, Api::CuArrayDestroy, r, |e| e.addr = array as u64);
     r
 }

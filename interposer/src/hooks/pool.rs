@@ -59,9 +59,8 @@ macro_rules! free_async {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
             let call = Call::enter();
-            let t = call.time_before();
             let r = real(dptr, stream);
-            call.finish(Some(t), Api::$api, r, |e| {
+            call.finish(None, Api::$api, r, |e| {
                 e.addr = dptr;
                 e.stream = Some(stream as u64);
             });
@@ -100,9 +99,8 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(pool);
-    call.finish(Some(t), Api::CuMemPoolDestroy, r, |e| {
+    call.finish(None, Api::CuMemPoolDestroy, r, |e| {
         e.pool = Some(pool as u64)
     });
     r
@@ -114,9 +112,8 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: 
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(pool, min_bytes_to_keep);
-    call.finish(Some(t), Api::CuMemPoolTrimTo, r, |e| {
+    call.finish(None, Api::CuMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
     });

@@ -55,9 +55,8 @@ pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(dev_ptr);
-    call.finish(Some(t), Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
+    call.finish(None, Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
     r
 }
 
@@ -127,9 +126,8 @@ pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> 
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(dev_ptr, stream);
-    call.finish(Some(t), Api::CudaFreeAsync, r, |e| {
+    call.finish(None, Api::CudaFreeAsync, r, |e| {
         e.addr = dev_ptr as u64;
         e.stream = Some(stream as u64);
     });
@@ -155,9 +153,8 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(pool);
-    call.finish(Some(t), Api::CudaMemPoolDestroy, r, |e| {
+    call.finish(None, Api::CudaMemPoolDestroy, r, |e| {
         e.pool = Some(pool as u64)
     });
     r
@@ -169,9 +166,8 @@ pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usiz
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(pool, min_bytes_to_keep);
-    call.finish(Some(t), Api::CudaMemPoolTrimTo, r, |e| {
+    call.finish(None, Api::CudaMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
     });
@@ -212,9 +208,8 @@ pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(ptr);
-    call.finish(Some(t), Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
+    call.finish(None, Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
     r
 }
 

@@ -38,9 +38,8 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_in
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(ptr, size);
-    call.finish(Some(t), Api::CuMemAddressFree, r, |e| {
+    call.finish(None, Api::CuMemAddressFree, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
     });
@@ -78,9 +77,8 @@ pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(handle);
-    call.finish(Some(t), Api::CuMemRelease, r, |e| e.handle = Some(handle));
+    call.finish(None, Api::CuMemRelease, r, |e| e.handle = Some(handle));
     r
 }
 
@@ -113,9 +111,8 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter();
-    let t = call.time_before();
     let r = real(ptr, size);
-    call.finish(Some(t), Api::CuMemUnmap, r, |e| {
+    call.finish(None, Api::CuMemUnmap, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
     });
