@@ -172,3 +172,60 @@ fn summary_reports_the_allocated_and_device_layers() {
     let d = &plain.summary()["processes"][0]["devices"][0];
     assert!(d["peak_allocated_bytes"].is_null() && d["peak_device_bytes"].is_null());
 }
+
+#[test]
+fn any_run_exports_as_a_memory_viz_snapshot() {
+    let run = pool_run(&[]);
+    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let path = run.dir.path().join("run.pickle");
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(["export", "--format", "memory-viz", "-o"])
+        .arg(&path)
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Python's own pickle reads it, as the viewer's loader would.
+    let script = r#"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+segments = s["segments"]
+print(json.dumps({
+    "reserved": sum(x["total_size"] for x in segments),
+    "allocated": sum(b["size"] for x in segments for b in x["blocks"] if b["state"] == "active_allocated"),
+    "covered": all(sum(b["size"] for b in x["blocks"]) == x["total_size"] for x in segments),
+    "actions": sorted({e["action"] for t in s["device_traces"] for e in t}),
+    "functions": sorted({f["name"] for x in segments for f in x["frames"]}),
+}))
+"#;
+    let py = std::process::Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let got: Value = serde_json::from_slice(&py.stdout).unwrap();
+    assert_eq!(got["reserved"], pool["reserved_during_pause"]);
+    assert_eq!(got["allocated"], pool["allocated_end"]);
+    assert_eq!(got["covered"], true, "blocks tile each segment");
+    assert_eq!(
+        got["actions"],
+        serde_json::json!(["alloc", "free_completed", "free_requested", "segment_alloc"])
+    );
+    assert!(
+        got["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "find_or_carve"),
+        "{got}"
+    );
+}

@@ -1,9 +1,12 @@
-//! `vramtrace export --format perfetto|csv [-o FILE] TRACE|DIR...`: the whole run as
-//! Chrome trace JSON (Perfetto) or as one CSV row per event, streamed as it is replayed.
+//! `vramtrace export --format perfetto|csv|memory-viz [-o FILE] TRACE|DIR...`: the whole
+//! run as Chrome trace JSON (Perfetto), one CSV row per event (both streamed as the run
+//! is replayed), or a PyTorch memory snapshot for pytorch.org/memory_viz.
 
 use super::common;
 use crate::render::csv::EventCsv;
 use crate::render::perfetto::PerfettoWriter;
+use crate::snapshot::write::memory_viz_bytes;
+use crate::views::memory_viz::{MemoryVizBuilder, DEFAULT_MAX_ENTRIES};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -14,6 +17,8 @@ pub enum Format {
     Perfetto,
     /// One row per event.
     Csv,
+    /// A PyTorch memory snapshot pickle: open in pytorch.org/memory_viz.
+    MemoryViz,
 }
 
 #[derive(clap::Args, Debug)]
@@ -50,6 +55,19 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
                 }
             })?;
             (run, Box::new(move |r| w.finish(r)))
+        }
+        Format::MemoryViz => {
+            let mut builder = MemoryVizBuilder::new(DEFAULT_MAX_ENTRIES);
+            let run = common::load(&args.paths, Default::default(), |s| builder.step(s))?;
+            let mut out = out;
+            (
+                run,
+                Box::new(move |r| {
+                    let bytes = memory_viz_bytes(&builder.finish(r));
+                    out.write_all(&bytes)?;
+                    out.flush()
+                }),
+            )
         }
         Format::Csv => {
             let mut w = EventCsv::new(out).map_err(io)?;

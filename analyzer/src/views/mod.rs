@@ -11,4 +11,5 @@ pub mod timeline;
 
 /// The version of every view's JSON; bumped when a key changes meaning or goes away.
 pub const JSON_VERSION: u32 = 1;
+pub mod memory_viz;
 pub mod stacks;
