@@ -10,5 +10,6 @@ pub mod python_hook;
 pub mod report;
 pub mod run;
 pub mod snapshot;
+pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;
