@@ -157,7 +157,37 @@ pub struct Outcome {
     pub traces: Vec<Trace>,
 }
 
+/// Workload API names as the trace records them (the identity mapping of [`check`]).
+pub fn same(api: &str) -> Option<String> {
+    Some(api.to_string())
+}
+
 impl Outcome {
+    /// The JSON a workload printed after `prefix` (e.g. `VRAMTRACE_CHAINS `) on stdout.
+    pub fn printed(&self, prefix: &str) -> Value {
+        let stdout = String::from_utf8_lossy(&self.output.stdout);
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} line on stdout"));
+        serde_json::from_str(line).expect("printed JSON")
+    }
+
+    /// `vramtrace ARGS... DIR` on this run's traces; its stdout, after checking it succeeded.
+    pub fn view(&self, args: &[&str]) -> String {
+        let out = Command::new(vramtrace())
+            .args(args)
+            .arg(self.dir.path())
+            .output()
+            .expect("vramtrace runs");
+        assert!(
+            out.status.success(),
+            "vramtrace {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8 output")
+    }
+
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }

@@ -1,11 +1,7 @@
 //! Every workload run under `vramtrace run --sim`: its traces decoded and compared with the
 //! ground truth the workload printed itself.
 
-use vramtrace_tests::harness::{check, run_sim, static_runtime_names};
-
-fn same(api: &str) -> Option<String> {
-    Some(api.to_string())
-}
+use vramtrace_tests::harness::{check, run_sim, same, static_runtime_names};
 
 #[test]
 fn dynamic_runtime_calls_are_recorded_once_under_runtime_names() {

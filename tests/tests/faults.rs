@@ -15,13 +15,9 @@ use std::time::{Duration, Instant, SystemTime};
 use support::{bare, listing, run_within, succeeded, traced, truths_without_pids, vramtrace_lines};
 use vramtrace_schema::reader::TraceReader;
 use vramtrace_schema::Api;
-use vramtrace_tests::harness::{check, finish, vramtrace, workload, Trace};
+use vramtrace_tests::harness::{check, finish, same, vramtrace, workload, Trace};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn same(api: &str) -> Option<String> {
-    Some(api.to_string())
-}
 
 fn trace_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)

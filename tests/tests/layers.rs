@@ -4,20 +4,7 @@
 use serde_json::Value;
 use std::collections::HashMap;
 use vramtrace_schema::Api;
-use vramtrace_tests::harness::{check, run_sim, Outcome};
-
-fn same(api: &str) -> Option<String> {
-    Some(api.to_string())
-}
-
-fn printed(run: &Outcome, prefix: &str) -> Value {
-    let stdout = String::from_utf8_lossy(&run.output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .unwrap_or_else(|| panic!("no {prefix} line"));
-    serde_json::from_str(line).unwrap()
-}
+use vramtrace_tests::harness::{check, run_sim, same, Outcome};
 
 const CONTEXT_BYTES: u64 = 123 << 20;
 
@@ -37,7 +24,7 @@ fn pool_run(env: &[(&str, &str)]) -> Outcome {
 fn allocator_annotations_give_the_allocated_layer() {
     let run = pool_run(&[]);
     check(&run, run.truth("caching-pool"), same);
-    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let pool = run.printed("VRAMTRACE_POOL ");
     // A deliberately simple replay of the block events, independent of the analyzer.
     let (mut live, mut allocated, mut requested) = (HashMap::new(), 0u64, 0u64);
     let (mut allocated_peak, mut requested_peak) = (0u64, 0u64);
@@ -73,7 +60,7 @@ fn allocator_annotations_give_the_allocated_layer() {
 #[test]
 fn device_layer_gap_is_the_context_overhead() {
     let run = pool_run(&[]);
-    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let pool = run.printed("VRAMTRACE_POOL ");
     let reserved = pool["reserved_during_pause"].as_u64().unwrap();
     let samples: Vec<_> = run.traces[0]
         .events
@@ -151,7 +138,7 @@ fn the_driver_is_asked_what_is_free_right_after_a_failed_allocation() {
 #[test]
 fn summary_reports_the_allocated_and_device_layers() {
     let run = pool_run(&[]);
-    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let pool = run.printed("VRAMTRACE_POOL ");
     let summary = run.summary();
     let d = &summary["processes"][0]["devices"][0];
     assert_eq!(d["peak_allocated_bytes"], pool["allocated_peak"]);
@@ -176,7 +163,7 @@ fn summary_reports_the_allocated_and_device_layers() {
 #[test]
 fn any_run_exports_as_a_memory_viz_snapshot() {
     let run = pool_run(&[]);
-    let pool = printed(&run, "VRAMTRACE_POOL ");
+    let pool = run.printed("VRAMTRACE_POOL ");
     let path = run.dir.path().join("run.pickle");
     let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
         .args(["export", "--format", "memory-viz", "-o"])

@@ -4,21 +4,7 @@
 
 use serde_json::Value;
 use vramtrace_schema::{Event, Frame, StackTable};
-use vramtrace_tests::harness::{check, python, run_sim, run_sim_command, script, Outcome};
-
-fn same(api: &str) -> Option<String> {
-    Some(api.to_string())
-}
-
-/// The JSON after `prefix` on the workload's stdout.
-fn printed(run: &Outcome, prefix: &str) -> Value {
-    let stdout = String::from_utf8_lossy(&run.output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .unwrap_or_else(|| panic!("no {prefix} line"));
-    serde_json::from_str(line).unwrap()
-}
+use vramtrace_tests::harness::{check, python, run_sim, run_sim_command, same, script, Outcome};
 
 fn allocations_of(run: &Outcome, size: u64) -> Vec<Event> {
     run.traces[0]
@@ -39,7 +25,7 @@ fn native_stacks_name_the_calling_functions_in_order() {
     assert!(run.output.status.success(), "{}", run.stderr());
     check(&run, run.truth("callchain"), same);
     let trace = &run.traces[0];
-    for chain in printed(&run, "VRAMTRACE_CHAINS ").as_array().unwrap() {
+    for chain in run.printed("VRAMTRACE_CHAINS ").as_array().unwrap() {
         let size = chain["size"].as_u64().unwrap();
         let expected: Vec<&str> = chain["functions"]
             .as_array()
@@ -122,7 +108,7 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
     let truth = run.truth("python-ctypes");
     check(&run, truth, same);
     let trace = run.trace_for(truth);
-    let records = printed(&run, "VRAMTRACE_PYFRAMES ");
+    let records = run.printed("VRAMTRACE_PYFRAMES ");
     for r in records.as_array().unwrap() {
         let size = r["size"].as_u64().unwrap();
         let e = trace
@@ -179,25 +165,11 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
     }
 }
 
-fn vramtrace_out(run: &Outcome, args: &[&str]) -> String {
-    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
-        .args(args)
-        .arg(run.dir.path())
-        .output()
-        .expect("vramtrace runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn views_name_the_frames_of_each_group() {
     let run = run_sim("callchain", &[], &[], &[]);
-    let chains = printed(&run, "VRAMTRACE_CHAINS ");
-    let peak: Value = serde_json::from_str(&vramtrace_out(&run, &["peak", "--json"])).unwrap();
+    let chains = run.printed("VRAMTRACE_CHAINS ");
+    let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
     let groups = peak["devices"][0]["groups"].as_array().unwrap();
     for chain in chains.as_array().unwrap() {
         let size = chain["size"].as_u64().unwrap();
@@ -240,7 +212,7 @@ fn views_name_the_frames_of_each_group() {
 #[test]
 fn flamegraph_of_the_peak_folds_the_call_chains() {
     let run = run_sim("callchain", &[], &[], &[]);
-    let folded = vramtrace_out(&run, &["flamegraph", "--folded", "-o", "-"]);
+    let folded = run.view(&["flamegraph", "--folded", "-o", "-"]);
     let line = folded
         .lines()
         .find(|l| l.contains("chain_mid_b"))
