@@ -34,6 +34,9 @@ static QUEUE: [Shard; SHARDS] = [const {
     }
 }; SHARDS];
 
+/// Events in one shard that wake the writer early.
+const WAKE_AT: usize = 16 * 1024;
+
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64]) {
     let mut d = QUEUE[tid as usize % SHARDS].data.lock();
@@ -44,6 +47,11 @@ pub fn push(tid: u32, event: Event, stack: &[u64]) {
         start,
         len: stack.len() as u16,
     });
+    let full = d.items.len() == WAKE_AT;
+    drop(d);
+    if full {
+        crate::writer::wake();
+    }
 }
 
 /// Moves every queued event into `items` and their stacks into `ips`; each shard keeps

@@ -61,7 +61,13 @@ pub fn ensure_thread() {
     let spawned = std::thread::Builder::new()
         .name("vramtrace-writer".into())
         .spawn(move || loop {
-            std::thread::sleep(interval);
+            {
+                let mut woken = WAKE.0.lock();
+                if !*woken {
+                    WAKE.1.wait_for(&mut woken, interval);
+                }
+                *woken = false;
+            }
             flush_periodic();
             crate::nvml::poll();
         });
@@ -72,6 +78,18 @@ pub fn ensure_thread() {
 }
 
 static SYNC_WRITES: AtomicBool = AtomicBool::new(false);
+
+/// Wakes the writer before its interval is up: a shard holding many events is written
+/// while it still fits in cache, instead of growing to the whole interval's worth.
+static WAKE: (Mutex<bool>, parking_lot::Condvar) = (Mutex::new(false), parking_lot::Condvar::new());
+
+/// Called by a hook whose push filled a shard to the wake-up mark.
+#[cold]
+pub fn wake() {
+    let mut woken = WAKE.0.lock();
+    *woken = true;
+    WAKE.1.notify_one();
+}
 
 /// Whether hooks must write synchronously (no writer thread, or the process is ending).
 #[inline]
@@ -209,7 +227,6 @@ impl Writer {
         };
         let mut text = std::mem::take(&mut self.text);
         text.clear();
-        let mut line = JsonBuf::new();
         for (id, name) in crate::annotate::names_after(self.names_written) {
             let record = serde_json::json!({ "name": { "id": id, "text": name } });
             let _ = serde_json::to_writer(&mut text, &record);
@@ -224,9 +241,7 @@ impl Writer {
                 let frames = &ips[q.start as usize..q.start as usize + q.len as usize];
                 e.stack = stacks.intern(frames, |node| write_node(&mut text, symbols, &node));
             }
-            line.clear();
-            e.write_json(&mut line);
-            text.extend_from_slice(line.as_bytes());
+            e.write_json(&mut text);
         }
         if self.write(fd, &text) {
             self.written += batch.len() as u64;

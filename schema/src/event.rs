@@ -1,7 +1,7 @@
 //! The event record: one intercepted call.
 
 use crate::api::Api;
-use crate::write::JsonBuf;
+use crate::write::{JsonBuf, JsonOut};
 use serde::{Deserialize, Serialize};
 
 /// One intercepted call. Fixed-size, so the interposer's hot path can queue it without
@@ -66,8 +66,9 @@ impl Event {
         self.res == 0
     }
 
-    /// Appends this event as one JSON line (with its newline). Never allocates.
-    pub fn write_json(&self, out: &mut JsonBuf) {
+    /// Appends this event as one JSON line (with its newline). Into a [`JsonBuf`], never
+    /// allocates.
+    pub fn write_json<O: JsonOut>(&self, out: &mut O) {
         out.raw("{\"t\":");
         out.u64(self.t);
         out.raw(",\"tid\":");

@@ -8,14 +8,47 @@ pub struct JsonBuf {
     overflowed: bool,
 }
 
-/// Anything that accepts formatted record lines.
+/// Where records are formatted: a [`JsonBuf`] on the stack (signal handlers), or the
+/// writer's growing `Vec<u8>` (no copy through a line buffer).
 pub trait JsonOut {
-    fn line(&mut self, bytes: &[u8]);
+    fn bytes(&mut self, b: &[u8]);
+
+    /// Text that needs no JSON escaping (keys, API names, numbers).
+    fn raw(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+
+    fn u64(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.bytes(&digits[i..]);
+    }
+
+    fn i64(&mut self, v: i64) {
+        if v < 0 {
+            self.bytes(b"-");
+        }
+        self.u64(v.unsigned_abs());
+    }
 }
 
 impl JsonOut for Vec<u8> {
-    fn line(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+    fn bytes(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+impl JsonOut for JsonBuf {
+    fn bytes(&mut self, b: &[u8]) {
+        JsonBuf::bytes(self, b);
     }
 }
 
@@ -51,7 +84,10 @@ impl JsonBuf {
 
     /// Appends text that needs no JSON escaping (keys, API names, numbers).
     pub fn raw(&mut self, s: &str) {
-        let b = s.as_bytes();
+        self.bytes(s.as_bytes());
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
         if self.len + b.len() > Self::CAPACITY {
             self.overflowed = true;
             return;
@@ -60,26 +96,12 @@ impl JsonBuf {
         self.len += b.len();
     }
 
-    pub fn u64(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        // Digits are ASCII, so this is valid UTF-8.
-        self.raw(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+    pub fn u64(&mut self, v: u64) {
+        JsonOut::u64(self, v);
     }
 
     pub fn i64(&mut self, v: i64) {
-        if v < 0 {
-            self.raw("-");
-        }
-        self.u64(v.unsigned_abs());
+        JsonOut::i64(self, v);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "wl.h"
 
 #include <dlfcn.h>
+#include <string.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -73,8 +74,32 @@ static void marker(const char *name) {
     truth_call("vramtrace_marker", "marker", 1, 0);
 }
 
-int main(void) {
+/* `caching_pool fragment`: cache 30 MiB in 5 MiB pieces, then ask for a 15 MiB block on
+ * a card with no room for another segment: the allocator's cudaMalloc fails although
+ * the cache holds twice the request. Prints
+ *   VRAMTRACE_FRAGMENTED {"cached_free":C,"largest_free":L,"free_blocks":N}
+ * and exits 1, as a training job would. */
+static int fragment(void) {
+    struct block *b[12];
+    for (int i = 0; i < 12; i++) b[i] = pool_alloc(5 * MiB);
+    for (int i = 0; i < 12; i += 2) pool_free(b[i]);
+    printf("VRAMTRACE_FRAGMENTED {\"cached_free\":%llu,\"largest_free\":%llu,\"free_blocks\":%d}\n",
+           reserved - allocated, 5 * MiB, 6);
+    fflush(stdout);
+    size_t n = 15 * MiB;
+    void *p;
+    int e = WL_ALLOC("cudaMalloc", 0, SEGMENT, cudaMalloc(&p, SEGMENT));
+    (void)n;
+    fprintf(stderr, "CUDA out of memory. Tried to allocate 15.00 MiB\n");
+    return e ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
     truth_init("caching-pool");
+    if (argc > 1 && strcmp(argv[1], "fragment") == 0) {
+        WL_CHECK(cudaSetDevice(0));
+        return fragment();
+    }
     if (!dlopen("libnvidia-ml.so.1", RTLD_NOW)) return 3;
     WL_CHECK(cudaSetDevice(0));
     marker("model");

@@ -23,4 +23,18 @@ pub struct Failure {
     pub last_meminfo: Option<(u64, u64)>,
     /// The events just before it, oldest first.
     pub recent: Vec<Event>,
+    /// The allocator's own state at the failure, where it annotated its blocks.
+    pub allocator: Option<AllocatorState>,
+}
+
+/// What an allocator that annotates its blocks held when a device allocation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AllocatorState {
+    /// Bytes of blocks handed out.
+    pub allocated_bytes: u64,
+    /// Reserved memory not handed out: the allocator's cache.
+    pub cached_free_bytes: u64,
+    /// The largest free piece of reserved memory, and how many pieces there are.
+    pub largest_free_block_bytes: u64,
+    pub free_blocks: u64,
 }

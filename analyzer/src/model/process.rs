@@ -2,7 +2,7 @@
 
 use super::block::{Block, GroupKey};
 use super::device::DeviceUsage;
-use super::failure::{Failure, RECENT_EVENTS};
+use super::failure::{AllocatorState, Failure, RECENT_EVENTS};
 use super::layers::Layers;
 use super::physical::PhysicalTracker;
 use super::Map;
@@ -181,6 +181,7 @@ impl ProcessModel {
                 groups: device.map(|d| d.groups.clone()).unwrap_or_default(),
                 last_meminfo: self.last_meminfo,
                 recent: self.recent.iter().copied().collect(),
+                allocator: self.allocator_state(e.dev),
             });
             return;
         }
@@ -274,6 +275,26 @@ impl ProcessModel {
         for d in self.devices.values_mut() {
             d.settle_peak();
         }
+    }
+
+    /// The allocated layer on `dev` now, where an allocator annotates its blocks: its
+    /// cache and how broken up it is (the free pieces of reserved memory between blocks).
+    pub fn allocator_state(&self, dev: i32) -> Option<AllocatorState> {
+        let layer = self.layers.devices.get(&dev).filter(|l| l.annotated)?;
+        let mut segments: Vec<(u64, u64)> = self
+            .live
+            .values()
+            .filter(|b| b.dev == dev && matches!(b.kind(), Kind::Device | Kind::Managed | Kind::Pool))
+            .map(|b| (b.addr, b.size))
+            .collect();
+        segments.sort_unstable();
+        let (largest, count, free) = super::layers::free_space(&segments, &self.layers.live_blocks(dev));
+        Some(AllocatorState {
+            allocated_bytes: layer.allocated,
+            cached_free_bytes: free,
+            largest_free_block_bytes: largest,
+            free_blocks: count,
+        })
     }
 
     /// Everything live now (at the end: never freed), device memory and pinned host.

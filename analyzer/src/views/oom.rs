@@ -126,6 +126,8 @@ pub struct Postmortem {
     pub untraced_bytes: Option<u64>,
     /// What should have been free at the failure by these figures.
     pub estimated_free_bytes: Option<u64>,
+    /// The allocator's cache at the failure, where it annotated its blocks.
+    pub allocator: Option<crate::model::AllocatorState>,
     pub verdict: Verdict,
     /// The verdict in one sentence.
     pub explanation: String,
@@ -163,6 +165,9 @@ pub enum Verdict {
     ShouldHaveFit,
     /// The program never asked the driver for free memory, so the capacity is unknown.
     CapacityUnknown,
+    /// The allocator's cache held enough free bytes, but in pieces smaller than the
+    /// request (from its annotations).
+    Fragmentation,
 }
 
 /// The figures a verdict is made from.
@@ -208,9 +213,20 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         others: others_bytes,
         driver: p.meminfo.map(|m| (m.free, m.total, m.traced)),
     };
-    let (verdict, untraced, estimated_free) = judge(figures);
+    let (mut verdict, untraced, estimated_free) = judge(figures);
+    if let Some(a) = f.allocator {
+        if verdict != Verdict::NeverFits
+            && a.cached_free_bytes >= f.requested
+            && a.largest_free_block_bytes < f.requested
+        {
+            verdict = Verdict::Fragmentation;
+        }
+    }
     let id = crate::run::DeviceId::of(&model.header, f.event.dev);
-    let explanation = super::oom_words::explain(verdict, &figures, untraced, &live_groups);
+    let explanation = match (verdict, f.allocator) {
+        (Verdict::Fragmentation, Some(a)) => super::oom_words::fragmented(f.requested, &a),
+        _ => super::oom_words::explain(verdict, &figures, untraced, &live_groups),
+    };
     let advice = super::oom_words::advice(verdict);
     Postmortem {
         pid: model.header.pid,
@@ -241,6 +257,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         driver_report_time_ns: p.meminfo.map(|m| m.time),
         untraced_bytes: untraced,
         estimated_free_bytes: estimated_free,
+        allocator: f.allocator,
         verdict,
         explanation,
         advice,

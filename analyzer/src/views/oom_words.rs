@@ -45,6 +45,11 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
             bytes(untraced),
             bytes(f.requested)
         ),
+        // Explained from the allocator's state by `fragmented`; without it, the figures.
+        Verdict::Fragmentation => format!(
+            "The allocator's free memory was fragmented: {} did not fit in any free block.",
+            bytes(f.requested)
+        ),
         Verdict::CapacityUnknown => format!(
             "This process held {}{top} and other traced processes {}; the program never asked the driver how much was free (cuMemGetInfo), so the device's capacity is not in the trace.",
             bytes(f.own),
@@ -53,8 +58,25 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
     }
 }
 
+/// The fragmentation verdict, from the allocator's annotated blocks.
+pub fn fragmented(requested: u64, a: &crate::model::AllocatorState) -> String {
+    format!(
+        "Fragmentation: the request ({}) was larger than the largest free block ({}) while {} was cached in {} free pieces; the allocator held {} in use.",
+        bytes(requested),
+        bytes(a.largest_free_block_bytes),
+        bytes(a.cached_free_bytes),
+        a.free_blocks,
+        bytes(a.allocated_bytes)
+    )
+}
+
 pub fn advice(v: Verdict) -> Vec<String> {
     let list: &[&str] = match v {
+        Verdict::Fragmentation => &[
+            "with PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps new pages into one segment instead of carving fixed ones",
+            "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large cached blocks from being split for small requests",
+            "allocate the largest, longest-lived buffers first; torch.cuda.empty_cache() returns cached segments to the driver",
+        ],
         Verdict::NeverFits => &[
             "make this one allocation smaller: a smaller batch or sequence length, or split the tensor",
             "shard it across devices (tensor or pipeline parallelism, FSDP/ZeRO) or offload to host memory",

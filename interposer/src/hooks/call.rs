@@ -52,13 +52,13 @@ fn submit(tid: u32, event: Event) {
         Op::Alloc | Op::Create | Op::Reserve | Op::Map
     );
     let depth = settings::get().stack_depth;
-    let mut stack = [0u64; MAX_DEPTH];
-    let n = if depth > 0 {
-        capture(&mut stack[..depth])
+    if depth == 0 {
+        queue::push(tid, event, &[]);
     } else {
-        0
-    };
-    queue::push(tid, event, &stack[..n]);
+        let mut stack = [0u64; MAX_DEPTH];
+        let n = capture(&mut stack[..depth]);
+        queue::push(tid, event, &stack[..n]);
+    }
     if takes_memory && event.res != 0 && !event.api.is_vramtrace() {
         probe_after_failure(tid, &event);
     }

@@ -3,9 +3,7 @@
 use super::modules::{self, MappedBytes};
 use super::python::{self, PyStack};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{
-    ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind, Unwinder,
-};
+use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
@@ -199,21 +197,26 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
                 .iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read);
         let mut n = 0;
         let mut unknown = false;
-        while let Ok(Some(frame)) = frames.next() {
-            let addr = frame.address();
-            if let FrameAddress::ReturnAddress(_) = frame {
-                if !known(&state.ranges, addr) {
-                    unknown = true;
+        loop {
+            match frames.next() {
+                Ok(Some(frame)) => {
+                    let addr = frame.address();
+                    if state.ours.contains(&addr) {
+                        continue;
+                    }
+                    out[n] = addr;
+                    n += 1;
+                    if n == out.len() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                // The walk stopped: normal at the stack's end, or a frame in code no known
+                // module holds (a library loaded since the last scan). Only then rescan.
+                Err(_) => {
+                    unknown = n > 0 && !known(&state.ranges, out[n - 1]);
                     break;
                 }
-            }
-            if state.ours.contains(&addr) {
-                continue;
-            }
-            out[n] = addr;
-            n += 1;
-            if n == out.len() {
-                break;
             }
         }
         Some(if unknown && n < out.len() && rescan_due() {
