@@ -220,14 +220,22 @@ print(json.dumps({
 #[test]
 fn oom_with_a_fragmented_cache_says_so() {
     // Room for three 20 MiB segments beside the 300 MiB context, not a fourth.
-    let run = run_sim("caching_pool", &["fragment"], &["--sim-capacity", "370MiB"], &[]);
+    let run = run_sim(
+        "caching_pool",
+        &["fragment"],
+        &["--sim-capacity", "370MiB"],
+        &[],
+    );
     assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
     let frag = run.printed("VRAMTRACE_FRAGMENTED ");
     let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
     let f = &oom["failures"][0];
     assert_eq!(f["verdict"], "fragmentation", "{f}");
     assert_eq!(f["allocator"]["cached_free_bytes"], frag["cached_free"]);
-    assert_eq!(f["allocator"]["largest_free_block_bytes"], frag["largest_free"]);
+    assert_eq!(
+        f["allocator"]["largest_free_block_bytes"],
+        frag["largest_free"]
+    );
     assert_eq!(f["allocator"]["free_blocks"], frag["free_blocks"]);
     assert!(f["advice"].to_string().contains("expandable_segments"));
 }

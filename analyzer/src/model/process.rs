@@ -284,11 +284,14 @@ impl ProcessModel {
         let mut segments: Vec<(u64, u64)> = self
             .live
             .values()
-            .filter(|b| b.dev == dev && matches!(b.kind(), Kind::Device | Kind::Managed | Kind::Pool))
+            .filter(|b| {
+                b.dev == dev && matches!(b.kind(), Kind::Device | Kind::Managed | Kind::Pool)
+            })
             .map(|b| (b.addr, b.size))
             .collect();
         segments.sort_unstable();
-        let (largest, count, free) = super::layers::free_space(&segments, &self.layers.live_blocks(dev));
+        let (largest, count, free) =
+            super::layers::free_space(&segments, &self.layers.live_blocks(dev));
         Some(AllocatorState {
             allocated_bytes: layer.allocated,
             cached_free_bytes: free,
