@@ -254,10 +254,10 @@ fn timeline_buckets_at_a_chosen_resolution() {
     );
     let csv = String::from_utf8(vramtrace(&["timeline", "--resolution", "100ms", p(&dir)]).stdout)
         .unwrap();
-    assert!(csv.starts_with("time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes\n"));
+    assert!(csv.starts_with("time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes,layer\n"));
     assert!(
         csv.contains(&format!(
-            "\n0.600000000,run,n1,0,,,,{},{}\n",
+            "\n0.600000000,run,n1,0,,,,{},{},reserved\n",
             3 * g + h,
             3 * g + h
         )),
@@ -265,7 +265,7 @@ fn timeline_buckets_at_a_chosen_resolution() {
     );
     assert!(
         csv.contains(&format!(
-            "\n0.200000000,process,n1,0,100,0,0,{},{}\n",
+            "\n0.200000000,process,n1,0,100,0,0,{},{},reserved\n",
             g + h,
             g + h
         )),

@@ -239,3 +239,34 @@ fn oom_with_a_fragmented_cache_says_so() {
     assert_eq!(f["allocator"]["free_blocks"], frag["free_blocks"]);
     assert!(f["advice"].to_string().contains("expandable_segments"));
 }
+
+#[test]
+fn timeline_shows_device_reserved_and_allocated_together() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    let series = |layer: &str| -> (u64, u64) {
+        let s = timeline["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["scope"] == "process" && s["layer"] == layer)
+            .unwrap_or_else(|| panic!("a {layer} series"));
+        let points = s["points"].as_array().unwrap();
+        let max = points
+            .iter()
+            .map(|p| p["max_bytes"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        (max, points.last().unwrap()["live_bytes"].as_u64().unwrap())
+    };
+    let reserved = pool["reserved_during_pause"].as_u64().unwrap();
+    let allocated_end = pool["allocated_end"].as_u64().unwrap();
+    assert_eq!(series("reserved"), (reserved, reserved));
+    assert_eq!(
+        series("allocated"),
+        (pool["allocated_peak"].as_u64().unwrap(), allocated_end)
+    );
+    assert_eq!(series("cached_free").1, reserved - allocated_end);
+    assert_eq!(series("device").0, reserved + CONTEXT_BYTES);
+}

@@ -7,12 +7,12 @@ use std::io::Write;
 
 /// One row per series and bucket.
 pub fn timeline(t: &Timeline) -> String {
-    let mut o = String::from("time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes\n");
+    let mut o = String::from("time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes,layer\n");
     for s in &t.series {
         for p in &s.points {
             let _ = writeln!(
                 o,
-                "{:.9},{},{},{},{},{},{},{},{}",
+                "{:.9},{},{},{},{},{},{},{},{},{}",
                 p.time_ns as f64 / 1e9,
                 s.scope,
                 field(&s.host),
@@ -21,7 +21,8 @@ pub fn timeline(t: &Timeline) -> String {
                 s.rank.as_deref().map(field).unwrap_or_default(),
                 s.device.map(|v| v.to_string()).unwrap_or_default(),
                 p.max_bytes,
-                p.live_bytes
+                p.live_bytes,
+                s.layer
             );
         }
     }

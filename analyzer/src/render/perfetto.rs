@@ -82,6 +82,24 @@ impl<W: Write> PerfettoWriter<W> {
                 )?;
             }
         }
+        // The layers around reserved: a counter per layer the trace has.
+        if let Some(layer) = s.model.layers.devices.get(&e.dev) {
+            let annotated = matches!(e.api.op(), Op::BlockAlloc | Op::BlockFree);
+            if layer.annotated && (annotated || !s.changes.is_empty()) {
+                let reserved = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
+                self.event(
+                    json!({"ph": "C", "name": format!("device {} allocated", e.dev), "pid": pid,
+                    "ts": us(s.time), "args": {"bytes": layer.allocated,
+                    "cached_free": reserved.saturating_sub(layer.allocated)}}),
+                )?;
+            }
+            if e.api.op() == Op::DeviceSample && e.ok() {
+                self.event(
+                    json!({"ph": "C", "name": format!("device {} (NVML)", e.dev), "pid": pid,
+                    "ts": us(s.time), "args": {"bytes": e.size}}),
+                )?;
+            }
+        }
         if matches!(e.api.op(), Op::Alloc | Op::Create) && !e.ok() {
             let held = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
             self.event(json!({"ph": "i", "s": "p", "pid": pid, "tid": e.tid, "ts": us(s.time),

@@ -32,9 +32,13 @@ pub fn plots(t: &Timeline) -> Vec<(String, String)> {
                 .iter()
                 .filter(|s| s.host == host && s.gpu == gpu)
                 .collect();
-            let processes = lines.iter().filter(|s| s.scope == "process").count();
+            let processes = lines
+                .iter()
+                .filter(|s| s.scope == "process" && s.layer == "reserved")
+                .count();
             if processes <= 1 {
-                lines.retain(|s| s.scope == "run");
+                // One process: its reserved line is the run's; its other layers stay.
+                lines.retain(|s| s.scope == "run" || s.layer != "reserved");
             }
             let title = if many_hosts {
                 format!("{host} GPU {gpu}")
@@ -66,7 +70,7 @@ pub fn document(t: &Timeline) -> String {
 }
 
 fn label(s: &TimelineSeries) -> String {
-    match s.pid {
+    let who = match s.pid {
         Some(pid) => format!(
             "pid {pid}{}",
             s.rank
@@ -75,6 +79,11 @@ fn label(s: &TimelineSeries) -> String {
                 .unwrap_or_default()
         ),
         None => "all processes".into(),
+    };
+    if s.layer == "reserved" {
+        who
+    } else {
+        format!("{who} {}", s.layer.replace('_', " "))
     }
 }
 

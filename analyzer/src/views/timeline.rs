@@ -6,6 +6,7 @@
 use crate::model::Map;
 use crate::run::{Run, Step};
 use serde::Serialize;
+use vramtrace_schema::Op;
 
 /// Most buckets an automatic resolution keeps (it ends between a tenth of this and this).
 pub const AUTO_BUCKETS: usize = 2000;
@@ -18,6 +19,29 @@ enum Key {
     Process(usize, i32),
     /// Run device index.
     Device(usize),
+    /// A layer around reserved, for (process index, device ordinal).
+    Layer(usize, i32, Layer),
+}
+
+/// The layers around reserved memory that a process's trace can show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    /// Blocks an allocator says it handed out (annotations).
+    Allocated,
+    /// Reserved but not handed out: the allocator's cache (fragmentation's raw material).
+    CachedFree,
+    /// This process's memory as NVML reports it (what nvidia-smi shows).
+    Device,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Allocated => "allocated",
+            Layer::CachedFree => "cached_free",
+            Layer::Device => "device",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,6 +81,7 @@ impl TimelineBuilder {
     }
 
     pub fn step(&mut self, step: &Step) {
+        self.layers(step);
         let mut seen_dev = None;
         for c in step.changes {
             if seen_dev == Some(c.dev) {
@@ -69,6 +94,38 @@ impl TimelineBuilder {
                 let total = step.devices.devices[i].1.reserved;
                 self.record(Key::Device(i), step.time, total);
             }
+        }
+    }
+
+    /// The allocated, cached and device layers, where the trace has them.
+    fn layers(&mut self, step: &Step) {
+        let e = step.event;
+        let annotated = matches!(e.api.op(), Op::BlockAlloc | Op::BlockFree);
+        let reserved_changed = !step.changes.is_empty();
+        let sampled = e.api.op() == Op::DeviceSample && e.ok();
+        if !(annotated || reserved_changed || sampled) {
+            return;
+        }
+        let Some(layer) = step.model.layers.devices.get(&e.dev) else {
+            return;
+        };
+        if sampled {
+            self.record(
+                Key::Layer(step.process, e.dev, Layer::Device),
+                step.time,
+                e.size,
+            );
+        }
+        if layer.annotated && (annotated || reserved_changed) {
+            let reserved = step.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
+            let p = step.process;
+            self.record(
+                Key::Layer(p, e.dev, Layer::Allocated),
+                step.time,
+                layer.allocated,
+            );
+            let cached = reserved.saturating_sub(layer.allocated);
+            self.record(Key::Layer(p, e.dev, Layer::CachedFree), step.time, cached);
         }
     }
 
@@ -155,8 +212,24 @@ impl TimelineBuilder {
             })
             .collect();
         series.sort_by(|a, b| {
-            (a.scope, &a.host, &a.gpu, a.pid, a.device)
-                .cmp(&(b.scope, &b.host, &b.gpu, b.pid, b.device))
+            (
+                a.scope,
+                &a.host,
+                &a.gpu,
+                a.pid,
+                a.device,
+                a.layer != "reserved",
+                a.layer,
+            )
+                .cmp(&(
+                    b.scope,
+                    &b.host,
+                    &b.gpu,
+                    b.pid,
+                    b.device,
+                    b.layer != "reserved",
+                    b.layer,
+                ))
         });
         Timeline {
             format: "vramtrace-timeline",
@@ -170,10 +243,15 @@ impl TimelineBuilder {
 
 fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
     match key {
+        Key::Layer(p, ordinal, layer) => TimelineSeries {
+            layer: layer.name(),
+            ..describe(run, Key::Process(p, ordinal), points)
+        },
         Key::Process(p, ordinal) => {
             let m = &run.processes[p];
             let id = crate::run::DeviceId::of(&m.header, ordinal);
             TimelineSeries {
+                layer: "reserved",
                 scope: "process",
                 pid: Some(m.header.pid),
                 rank: m.rank().map(str::to_string),
@@ -186,6 +264,7 @@ fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
         Key::Device(i) => {
             let id = &run.devices.devices[i].0;
             TimelineSeries {
+                layer: "reserved",
                 scope: "run",
                 pid: None,
                 rank: None,
@@ -212,6 +291,9 @@ pub struct Timeline {
 pub struct TimelineSeries {
     /// `"run"`: every process on the device summed; `"process"`: one process's ordinal.
     pub scope: &'static str,
+    /// `"reserved"` (device memory held from the driver); for a process also `"allocated"`
+    /// (annotated blocks), `"cached_free"` (reserved minus allocated) and `"device"` (NVML).
+    pub layer: &'static str,
     pub pid: Option<u32>,
     pub rank: Option<String>,
     pub host: String,
