@@ -270,3 +270,60 @@ fn timeline_shows_device_reserved_and_allocated_together() {
     assert_eq!(series("cached_free").1, reserved - allocated_end);
     assert_eq!(series("device").0, reserved + CONTEXT_BYTES);
 }
+
+#[test]
+fn a_pytorch_snapshot_beside_the_traces_joins_the_timeline() {
+    let run = pool_run(&[]);
+    let header = &run.traces[0].header;
+    // PyTorch's history, as its hook would dump it beside the trace: 4 MiB and 6 MiB
+    // allocated 10 and 20 ms into the run, the 4 MiB freed at 30 ms.
+    let script = r#"
+import pickle, sys
+M = 1 << 20
+start_us = int(sys.argv[2]) // 1000
+def entry(action, addr, size, ms):
+    return {"action": action, "addr": addr, "size": size, "stream": 0,
+            "time_us": start_us + ms * 1000, "frames": []}
+trace = [entry("alloc", 1 << 40, 4 * M, 10), entry("alloc", (1 << 40) + 4 * M, 6 * M, 20),
+         entry("free_requested", 1 << 40, 4 * M, 30), entry("free_completed", 1 << 40, 4 * M, 30)]
+segment = {"device": 0, "address": 1 << 40, "total_size": 20 * M, "stream": 0,
+           "segment_type": "large", "frames": [],
+           "blocks": [{"address": 1 << 40, "size": 4 * M, "requested_size": 0, "state": "inactive"},
+                      {"address": (1 << 40) + 4 * M, "size": 6 * M, "requested_size": 6 * M,
+                       "state": "active_allocated"},
+                      {"address": (1 << 40) + 10 * M, "size": 10 * M, "requested_size": 0,
+                       "state": "inactive"}]}
+pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1], "wb"), protocol=4)
+"#;
+    let path = run
+        .dir
+        .path()
+        .join(format!("torch-snapshot-{}.pickle", header.pid));
+    let ok = std::process::Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .arg(&path)
+        .arg(header.start_unix_ns.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let timeline: Value =
+        serde_json::from_str(&run.view(&["timeline", "--json", "--resolution", "5ms"])).unwrap();
+    let s = timeline["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["layer"] == "allocated_pytorch")
+        .expect("the snapshot's series");
+    assert_eq!(s["pid"].as_u64(), Some(header.pid as u64));
+    let points = s["points"].as_array().unwrap();
+    let at = |ms: u64| {
+        points
+            .iter()
+            .find(|p| p["time_ns"].as_u64() == Some(ms * 1_000_000))
+            .unwrap()
+    };
+    assert_eq!(at(10)["live_bytes"].as_u64(), Some(4 << 20));
+    assert_eq!(at(20)["live_bytes"].as_u64(), Some(10 << 20));
+    assert_eq!(at(30)["live_bytes"].as_u64(), Some(6 << 20));
+}

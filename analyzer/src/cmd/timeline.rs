@@ -28,6 +28,7 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
+    builder.merge_snapshots(&run, &args.paths);
     let view = builder.finish(&run);
     if let Some(svg) = &args.svg {
         common::write(svg, &render::svg::document(&view))?;

@@ -32,6 +32,9 @@ pub enum Layer {
     CachedFree,
     /// This process's memory as NVML reports it (what nvidia-smi shows).
     Device,
+    /// What PyTorch's own memory history says was in use (requested bytes), from a
+    /// snapshot beside the traces.
+    PytorchAllocated,
 }
 
 impl Layer {
@@ -40,6 +43,7 @@ impl Layer {
             Layer::Allocated => "allocated",
             Layer::CachedFree => "cached_free",
             Layer::Device => "device",
+            Layer::PytorchAllocated => "allocated_pytorch",
         }
     }
 }
@@ -186,6 +190,44 @@ impl TimelineBuilder {
         }
     }
 
+    /// Adds, for each PyTorch snapshot beside the traces (`torch-snapshot-PID*.pickle`, as
+    /// `vramtrace run`'s hook writes them), the bytes its memory history says were in use,
+    /// on the run's clock: one timeline shows device, reserved and allocated together.
+    /// A snapshot that cannot be read is reported and left out.
+    pub fn merge_snapshots(&mut self, run: &Run, paths: &[std::path::PathBuf]) {
+        for (path, pid) in snapshots_beside(paths) {
+            let Some(p) = run.processes.iter().position(|m| m.header.pid == pid) else {
+                continue;
+            };
+            let snap = match crate::snapshot::read::read_snapshot(&path) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
+                    continue;
+                }
+            };
+            for d in &snap.devices {
+                let t = crate::snapshot::timeline::timeline(d);
+                let mut points: Vec<(u64, u64)> = t
+                    .points
+                    .iter()
+                    .filter_map(|pt| {
+                        let us = u64::try_from(pt.time_us?).ok()?;
+                        Some(((us * 1000).saturating_sub(run.start_unix_ns), pt.in_use?))
+                    })
+                    .collect();
+                points.sort_by_key(|x| x.0);
+                for (time, bytes) in points {
+                    self.record(
+                        Key::Layer(p, d.device as i32, Layer::PytorchAllocated),
+                        time,
+                        bytes,
+                    );
+                }
+            }
+        }
+    }
+
     /// The view, with every series running to the run's last event.
     pub fn finish(self, run: &Run) -> Timeline {
         let last = (run.end_time / self.width) as usize;
@@ -310,4 +352,30 @@ pub struct Point {
     pub max_bytes: u64,
     /// Bytes live at the end of the bucket.
     pub live_bytes: u64,
+}
+
+/// Snapshot files in the directories of `paths`, with the pid their name carries.
+fn snapshots_beside(paths: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, u32)> {
+    let mut out = Vec::new();
+    for dir in paths.iter().filter(|p| p.is_dir()) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix("torch-snapshot-") else {
+                continue;
+            };
+            if !name.ends_with(".pickle") {
+                continue;
+            }
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(pid) = digits.parse() {
+                out.push((path, pid));
+            }
+        }
+    }
+    out.sort();
+    out
 }
