@@ -339,3 +339,75 @@ fn the_hook_directory_is_private_and_removed_after() {
     drop(hook);
     assert!(!dir.exists());
 }
+
+/// As a user runs it: `vramtrace run -o DIR -- python3 train.py`. The run command adds
+/// the hook itself (nothing on PYTHONPATH but the stand-in torch and the user's own
+/// sitecustomize), and the snapshots land beside the traces.
+#[test]
+fn vramtrace_run_adds_the_hook_to_a_python_command() {
+    let s = setup();
+    let traces = s.root.join("run-traces");
+    let pythonpath = format!(
+        "{}:{}",
+        s.root.join("standin").display(),
+        s.root.join("user").display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .arg("run")
+        .arg("-o")
+        .arg(&traces)
+        .args(["--", "python3"])
+        .arg(s.root.join("train.py"))
+        .current_dir(&s.root)
+        .env("PYTHONPATH", pythonpath)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("STANDIN_LOG", s.root.join("calls.jsonl"))
+        .env("USER_MARK", s.root.join("user-mark"))
+        .env_remove("VRAMTRACE_TORCH")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "script done\n");
+    assert!(
+        s.root.join("user-mark").exists(),
+        "the user's sitecustomize ran"
+    );
+    let made = names(&calls(&s));
+    assert!(
+        made.contains(&"record_memory_history".to_string()),
+        "{made:?}"
+    );
+    let snapshots: Vec<_> = std::fs::read_dir(&traces)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("torch-snapshot-")
+        })
+        .collect();
+    assert!(
+        snapshots
+            .iter()
+            .any(|p| p.to_string_lossy().contains("-oom")),
+        "the OOM snapshot beside the traces: {snapshots:?}"
+    );
+
+    // --no-torch: nothing is added.
+    std::fs::remove_file(s.root.join("calls.jsonl")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .args(["run", "--no-torch", "-o"])
+        .arg(s.root.join("plain-traces"))
+        .args(["--", "python3"])
+        .arg(s.root.join("train.py"))
+        .current_dir(&s.root)
+        .env("PYTHONPATH", s.root.join("standin"))
+        .env("STANDIN_LOG", s.root.join("calls.jsonl"))
+        .env("USER_MARK", s.root.join("user-mark"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!names(&calls(&s)).contains(&"record_memory_history".to_string()));
+}
