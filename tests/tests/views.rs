@@ -2,8 +2,7 @@
 //! against the workload's own ground truth.
 
 use serde_json::Value;
-use std::process::Command;
-use vramtrace_tests::harness::{run_sim, vramtrace};
+use vramtrace_tests::harness::run_sim;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
@@ -21,17 +20,7 @@ fn demo_oom_post_mortem_matches_the_workload_truth() {
     let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
     assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
     let truth = run.truth("demo");
-    let out = Command::new(vramtrace())
-        .args(["oom", "--json"])
-        .arg(run.dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let oom: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
     let failures = oom["failures"].as_array().unwrap();
     let failed: u64 = truth["calls"]
         .as_array()
