@@ -3,9 +3,9 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::hooks::Call;
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::Mutex;
 use vramtrace_schema::Api;
 
 /// Marker names, interned: an event carries the index (`handle`), the writer writes each
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn vramtrace_marker(name: *const c_char) {
     }
     let name = CStr::from_ptr(name).to_string_lossy().into_owned();
     let id = {
-        let mut names = NAMES.lock();
+        let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
         let (index, list) = names.get_or_insert_with(Default::default);
         *index.entry(name.clone()).or_insert_with(|| {
             list.push(name);
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn vramtrace_marker(name: *const c_char) {
 
 /// Names with an id above `written`, for the writer: `(id, name)`.
 pub fn names_after(written: u64) -> Vec<(u64, String)> {
-    let names = NAMES.lock();
+    let names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
     let Some((_, list)) = names.as_ref() else {
         return Vec::new();
     };

@@ -1,8 +1,13 @@
 //! The event queue between hooks and the writer: shards of plain vectors, picked by
 //! thread id, so that threads rarely share a lock and a push is a short critical
 //! section that never spans a real CUDA call.
+//!
+//! The locks are std's futex mutexes, not parking_lot's: parking_lot keeps waiting threads
+//! in a process-wide table, and a child forked while a parent thread waited inherited that
+//! entry: the child's next unlock woke the parent's ghost and its own waiter slept forever.
 
-use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::Event;
 
 const SHARDS: usize = 64;
@@ -37,9 +42,15 @@ static QUEUE: [Shard; SHARDS] = [const {
 /// Events in one shard that wake the writer early.
 const WAKE_AT: usize = 16 * 1024;
 
+/// Locks a shard; a panic while it was held (none is expected) does not make it unusable.
+#[inline]
+fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
+    shard.data.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64]) {
-    let mut d = QUEUE[tid as usize % SHARDS].data.lock();
+    let mut d = lock(&QUEUE[tid as usize % SHARDS]);
     let start = d.ips.len() as u32;
     d.ips.extend_from_slice(stack);
     d.items.push(Queued {
@@ -58,7 +69,7 @@ pub fn push(tid: u32, event: Event, stack: &[u64]) {
 /// its capacity.
 pub fn drain_into(items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
     for shard in &QUEUE {
-        let mut d = shard.data.lock();
+        let mut d = lock(shard);
         let offset = ips.len() as u32;
         ips.extend_from_slice(&d.ips);
         d.ips.clear();
@@ -74,7 +85,7 @@ pub fn drain_into(items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
 pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     let mut n = 0;
     for shard in &QUEUE {
-        if let Some(mut d) = shard.data.try_lock() {
+        if let Ok(mut d) = shard.data.try_lock() {
             for q in d.items.iter() {
                 each(&q.event);
                 n += 1;
@@ -86,30 +97,29 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     n
 }
 
+thread_local! {
+    /// The shards held across a fork by the forking thread.
+    static HELD: RefCell<Vec<MutexGuard<'static, Data>>> = const { RefCell::new(Vec::new()) };
+}
+
 /// fork: hold every shard so that no thread is half-way through a push in the child.
 pub fn lock_all() {
-    for shard in &QUEUE {
-        std::mem::forget(shard.data.lock());
-    }
+    let guards: Vec<_> = QUEUE.iter().map(lock).collect();
+    let _ = HELD.try_with(|h| *h.borrow_mut() = guards);
 }
 
 /// fork, in the parent: release what [`lock_all`] took.
 pub fn unlock_all() {
-    for shard in &QUEUE {
-        // SAFETY: locked by lock_all in this thread, guards forgotten.
-        unsafe { shard.data.force_unlock() };
-    }
+    let _ = HELD.try_with(|h| h.borrow_mut().clear());
 }
 
 /// fork, in the child: the queued events are the parent's to write; drop them.
 pub fn unlock_all_cleared() {
-    for shard in &QUEUE {
-        // SAFETY: locked by lock_all before fork; the child has only this thread.
-        unsafe {
-            let d = &mut *shard.data.data_ptr();
+    let _ = HELD.try_with(|h| {
+        for d in h.borrow_mut().iter_mut() {
             d.items.clear();
             d.ips.clear();
-            shard.data.force_unlock();
         }
-    }
+        h.borrow_mut().clear();
+    });
 }

@@ -6,8 +6,9 @@ use crate::queue::{self, Queued};
 use crate::stack::intern::{Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
 use crate::{clock, output, settings, warn};
-use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use vramtrace_schema::{End, Header, JsonBuf, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
 
@@ -62,9 +63,12 @@ pub fn ensure_thread() {
         .name("vramtrace-writer".into())
         .spawn(move || loop {
             {
-                let mut woken = WAKE.0.lock();
+                let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
                 if !*woken {
-                    WAKE.1.wait_for(&mut woken, interval);
+                    woken = match WAKE.1.wait_timeout(woken, interval) {
+                        Ok((g, _)) => g,
+                        Err(e) => e.into_inner().0,
+                    };
                 }
                 *woken = false;
             }
@@ -81,12 +85,12 @@ static SYNC_WRITES: AtomicBool = AtomicBool::new(false);
 
 /// Wakes the writer before its interval is up: a shard holding many events is written
 /// while it still fits in cache, instead of growing to the whole interval's worth.
-static WAKE: (Mutex<bool>, parking_lot::Condvar) = (Mutex::new(false), parking_lot::Condvar::new());
+static WAKE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
 
 /// Called by a hook whose push filled a shard to the wake-up mark.
 #[cold]
 pub fn wake() {
-    let mut woken = WAKE.0.lock();
+    let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
     *woken = true;
     WAKE.1.notify_one();
 }
@@ -99,7 +103,12 @@ pub fn sync_writes() -> bool {
 
 /// Writes everything queued so far.
 pub fn flush() {
-    WRITER.lock().flush(None);
+    lock().flush(None);
+}
+
+/// The writer; a panic while it was held (none is expected) does not make it unusable.
+fn lock() -> MutexGuard<'static, Writer> {
+    WRITER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The writer thread's periodic flush: writes the events timed before it started and
@@ -108,20 +117,28 @@ pub fn flush() {
 /// brings events newer than those of a shard drained early in the next flush, and the
 /// file leaves time order by as long as the preemption lasted.
 fn flush_periodic() {
-    WRITER.lock().flush(Some(clock::now()));
+    lock().flush(Some(clock::now()));
 }
 
 /// Writes everything queued, then the end record. Later events (teardown in other
 /// threads) are written as they come.
 pub fn finish(reason: &str) {
-    end(&mut WRITER.lock(), reason);
+    end(&mut lock(), reason);
 }
 
 /// [`finish`], unless the writer stays busy longer than `timeout`: then only what can be
 /// written without waiting is.
 pub fn finish_within(reason: &str, timeout: Duration) {
-    if let Some(mut w) = WRITER.try_lock_for(timeout) {
-        end(&mut w, reason);
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Ok(mut w) = WRITER.try_lock() {
+            end(&mut w, reason);
+            return;
+        }
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -143,7 +160,7 @@ fn end(w: &mut Writer, reason: &str) {
 /// From a fatal-signal handler: no allocation and no waiting. If the writer is busy or
 /// the file was never opened, the events of the last flush interval are lost.
 pub fn flush_from_signal(signal: i32) {
-    let Some(mut w) = WRITER.try_lock() else {
+    let Ok(mut w) = WRITER.try_lock() else {
         return;
     };
     let State::Open(fd) = w.state else {
@@ -354,36 +371,44 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+thread_local! {
+    /// The writer and its wake-up lock, held across a fork by the forking thread.
+    static HELD: RefCell<Option<(MutexGuard<'static, Writer>, MutexGuard<'static, bool>)>> =
+        const { RefCell::new(None) };
+}
+
 /// fork: hold the writer so the child never inherits it half-way through a write.
 pub fn before_fork() {
-    std::mem::forget(WRITER.lock());
+    let writer = lock();
     queue::lock_all();
+    let wake = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = HELD.try_with(|h| *h.borrow_mut() = Some((writer, wake)));
 }
 
 pub fn after_fork_parent() {
+    let _ = HELD.try_with(|h| h.borrow_mut().take());
     queue::unlock_all();
-    // SAFETY: locked by before_fork in this thread, guard forgotten.
-    unsafe { WRITER.force_unlock() };
 }
 
 /// fork, in the child: a fresh writer with its own file, no thread until its first event.
 pub fn after_fork_child() {
     queue::unlock_all_cleared();
-    // SAFETY: the child has only this thread; the writer was locked before fork.
-    unsafe {
-        let w = &mut *WRITER.data_ptr();
-        if let State::Open(fd) = w.state {
-            libc::close(fd);
+    let _ = HELD.try_with(|h| {
+        if let Some((mut w, mut woken)) = h.borrow_mut().take() {
+            if let State::Open(fd) = w.state {
+                // SAFETY: the parent's descriptor, not the child's to write.
+                unsafe { libc::close(fd) };
+            }
+            w.state = State::Unopened;
+            w.written = 0;
+            w.stacks = None;
+            w.names_written = 0;
+            // Held-back events are the parent's to write.
+            w.carry.clear();
+            w.carry_ips.clear();
+            *woken = false;
         }
-        w.state = State::Unopened;
-        w.written = 0;
-        w.stacks = None;
-        w.names_written = 0;
-        // Held-back events are the parent's to write.
-        w.carry.clear();
-        w.carry_ips.clear();
-        WRITER.force_unlock();
-    }
+    });
     THREAD_STARTED.store(false, Ordering::Relaxed);
     SYNC_WRITES.store(false, Ordering::Relaxed);
 }

@@ -4,10 +4,10 @@ use super::modules::{self, MappedBytes};
 use super::python::{self, PyStack};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
-use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
 
 type Policy = MustNotAllocateDuringUnwind;
 type Cache = CacheX86_64<Policy>;
@@ -166,17 +166,17 @@ fn capture_native(out: &mut [u64]) -> usize {
 
 /// `usize::MAX` asks for a rescan: a frame lay outside every known module.
 fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
-    if STATE.read().is_none() {
+    if STATE.read().unwrap_or_else(|e| e.into_inner()).is_none() {
         // Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread
         // inside dlopen (a library constructor allocating) may be waiting on ours.
         let built = build();
-        let mut w = STATE.write();
+        let mut w = STATE.write().unwrap_or_else(|e| e.into_inner());
         if w.is_none() {
             *w = Some(built);
             LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
         }
     }
-    let guard = STATE.read();
+    let guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else {
         return 0;
     };
@@ -236,5 +236,5 @@ fn rescan_due() -> bool {
 fn rescan() {
     let state = build();
     LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
-    *STATE.write() = Some(state);
+    *STATE.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
 }

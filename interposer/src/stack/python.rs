@@ -6,10 +6,10 @@
 //! its code object in a table filled once per code object (file and function read with
 //! the GIL held), and the line. The writer turns it into a frame record.
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Range;
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 /// Marks a synthetic address as a Python frame (no user-space code lives up there).
@@ -142,7 +142,7 @@ pub fn capture(out: &mut [u64]) -> PyStack {
 
 /// The table index of `code`, reading its names the first time.
 unsafe fn code_index(api: &CApi, code: Obj) -> u32 {
-    let mut codes = CODES.lock();
+    let mut codes = CODES.lock().unwrap_or_else(|e| e.into_inner());
     let codes = codes.get_or_insert_with(HashMap::new);
     if let Some(&i) = codes.get(&(code as usize)) {
         return i;
@@ -171,7 +171,7 @@ unsafe fn code_index(api: &CApi, code: Obj) -> u32 {
     let names = (text(c"co_filename"), text(c"co_name"));
     (api.err_restore)(t, v, tb);
     (api.incref)(code);
-    let mut table = CODE_NAMES.lock();
+    let mut table = CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner());
     let i = table.len() as u32;
     table.push(names);
     codes.insert(code as usize, i);
@@ -193,7 +193,7 @@ pub fn describe(ip: u64) -> Option<(String, String, u32)> {
     }
     let index = ((ip & !PYTHON_BIT) >> LINE_BITS) as usize;
     let line = (ip & ((1 << LINE_BITS) - 1)) as u32;
-    let table = CODE_NAMES.lock();
+    let table = CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner());
     let (file, function) = table.get(index)?.clone();
     Some((file, function, line))
 }
