@@ -327,3 +327,33 @@ pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1],
     assert_eq!(at(20)["live_bytes"].as_u64(), Some(10 << 20));
     assert_eq!(at(30)["live_bytes"].as_u64(), Some(6 << 20));
 }
+
+#[test]
+fn timeline_shows_internal_and_external_fragmentation() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    let end = |layer: &str| -> u64 {
+        let s = timeline["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["layer"] == layer)
+            .unwrap_or_else(|| panic!("a {layer} series"));
+        s["points"].as_array().unwrap().last().unwrap()["live_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    let u = |k: &str| pool[k].as_u64().unwrap();
+    // Internal: rounding inside handed-out blocks; external: the largest gap between them.
+    assert_eq!(
+        end("internal_free"),
+        u("allocated_end") - u("requested_end")
+    );
+    assert_eq!(end("largest_free_block"), u("largest_free_end"));
+    let summary = run.summary();
+    assert_eq!(
+        summary["processes"][0]["devices"][0]["largest_free_block_bytes_at_end"].as_u64(),
+        Some(u("largest_free_end"))
+    );
+}

@@ -4,7 +4,8 @@
  * It also loads NVML, as frameworks do, so vramtrace samples the device layer.
  *
  * Prints its truth, and one line
- *   VRAMTRACE_POOL {"allocated_peak":A,"allocated_end":E,"requested_peak":R,
+ *   VRAMTRACE_POOL {"allocated_peak":A,"allocated_end":E,"requested_peak":R,"requested_end":Q,
+ *                   "largest_free_end":L,
  *                   "reserved_during_pause":P}
  * with the allocated layer as its own bookkeeping counts it. */
 #include "cuda_runtime_sim.h"
@@ -61,6 +62,22 @@ static struct block *pool_alloc(size_t n) {
     return b;
 }
 
+/* The largest free piece of the reserved segments, from the pool's own block table
+ * (blocks are carved in address order within a segment). */
+static unsigned long long largest_free(void) {
+    unsigned long long largest = 0;
+    for (int s = 0; s < nsegments; s++) {
+        uintptr_t at = segments[s], end = segments[s] + SEGMENT;
+        for (int i = 0; i < nblocks; i++) {
+            if (!blocks[i].live || blocks[i].addr < segments[s] || blocks[i].addr >= end) continue;
+            if (blocks[i].addr > at && blocks[i].addr - at > largest) largest = blocks[i].addr - at;
+            at = blocks[i].addr + blocks[i].size;
+        }
+        if (end - at > largest) largest = end - at;
+    }
+    return largest;
+}
+
 static void pool_free(struct block *b) {
     vramtrace_block_free_hint((void *)b->addr, 0, NULL);
     truth_call("vramtrace_block_free", "block_free", 1, 0);
@@ -115,8 +132,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < 16; i += 2) pool_free(acts[i]);
     for (int i = 0; i < 4; i++) pool_free(weights[i]);
     printf("VRAMTRACE_POOL {\"allocated_peak\":%llu,\"allocated_end\":%llu,\"requested_peak\":%llu,"
-           "\"reserved_during_pause\":%llu}\n",
-           allocated_peak, allocated, requested_peak, reserved_during_pause);
+           "\"requested_end\":%llu,\"largest_free_end\":%llu,\"reserved_during_pause\":%llu}\n",
+           allocated_peak, allocated, requested_peak, requested, largest_free(), reserved_during_pause);
     fflush(stdout);
     return 0;
 }

@@ -31,6 +31,8 @@ pub fn plots(t: &Timeline) -> Vec<(String, String)> {
                 .series
                 .iter()
                 .filter(|s| s.host == host && s.gpu == gpu)
+                // Fragmentation's details stay in the JSON and CSV: the plot shows bytes held.
+                .filter(|s| !matches!(s.layer, "internal_free" | "largest_free_block"))
                 .collect();
             let processes = lines
                 .iter()

@@ -35,6 +35,11 @@ pub enum Layer {
     /// What PyTorch's own memory history says was in use (requested bytes), from a
     /// snapshot beside the traces.
     PytorchAllocated,
+    /// Internal fragmentation: bytes of handed-out blocks beyond what was requested.
+    InternalFree,
+    /// External fragmentation: the largest free piece of reserved memory between blocks,
+    /// taken at the first change of each bucket (finding it costs a pass over the blocks).
+    LargestFreeBlock,
 }
 
 impl Layer {
@@ -44,6 +49,8 @@ impl Layer {
             Layer::CachedFree => "cached_free",
             Layer::Device => "device",
             Layer::PytorchAllocated => "allocated_pytorch",
+            Layer::InternalFree => "internal_free",
+            Layer::LargestFreeBlock => "largest_free_block",
         }
     }
 }
@@ -67,6 +74,8 @@ pub struct TimelineBuilder {
     max_buckets: usize,
     series: Vec<Series>,
     index: Map<Key, usize>,
+    /// The bucket in which each largest-free-block series was last taken.
+    largest_taken: Map<Key, u64>,
 }
 
 impl TimelineBuilder {
@@ -81,6 +90,7 @@ impl TimelineBuilder {
             max_buckets,
             series: Vec::new(),
             index: Map::default(),
+            largest_taken: Map::default(),
         }
     }
 
@@ -130,6 +140,20 @@ impl TimelineBuilder {
             );
             let cached = reserved.saturating_sub(layer.allocated);
             self.record(Key::Layer(p, e.dev, Layer::CachedFree), step.time, cached);
+            let internal = layer.allocated.saturating_sub(layer.requested);
+            self.record(
+                Key::Layer(p, e.dev, Layer::InternalFree),
+                step.time,
+                internal,
+            );
+            let bucket = step.time / self.width;
+            let key = Key::Layer(p, e.dev, Layer::LargestFreeBlock);
+            if self.largest_taken.get(&key) != Some(&bucket) {
+                if let Some(state) = step.model.allocator_state(e.dev) {
+                    self.largest_taken.insert(key, bucket);
+                    self.record(key, step.time, state.largest_free_block_bytes);
+                }
+            }
         }
     }
 
@@ -229,7 +253,16 @@ impl TimelineBuilder {
     }
 
     /// The view, with every series running to the run's last event.
-    pub fn finish(self, run: &Run) -> Timeline {
+    pub fn finish(mut self, run: &Run) -> Timeline {
+        // The largest free block as the run ended (buckets take it at their first change).
+        let sampled: Vec<Key> = self.largest_taken.keys().copied().collect();
+        for key in sampled {
+            if let Key::Layer(p, dev, _) = key {
+                if let Some(state) = run.processes[p].allocator_state(dev) {
+                    self.record(key, run.end_time, state.largest_free_block_bytes);
+                }
+            }
+        }
         let last = (run.end_time / self.width) as usize;
         let mut series: Vec<TimelineSeries> = self
             .series
