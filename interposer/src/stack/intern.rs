@@ -2,12 +2,14 @@
 //! heaptrack does. An event carries the id of its innermost node; a stack is read back
 //! by following `parent` links to the root (id 0).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
+/// FxHash: every frame of every event is looked up here, on the writer thread; the keys
+/// are addresses and ids, where SipHash's resistance to chosen keys buys nothing.
 #[derive(Default)]
 pub struct Interner {
-    nodes: HashMap<(u64, u64), u64>,
-    ips: HashSet<u64>,
+    nodes: FxHashMap<(u64, u64), u64>,
+    ips: FxHashSet<u64>,
 }
 
 /// A node the trace does not have yet, to be written before the event that uses it.
