@@ -26,6 +26,7 @@ pub mod queue;
 pub mod settings;
 pub mod stack;
 pub mod symbols;
+pub mod trace_file;
 pub mod warn;
 pub mod writer;
 

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-use vramtrace_schema::{End, Header, JsonBuf, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
+use vramtrace_schema::{End, JsonBuf};
 
 enum State {
     /// No file yet: it is created with the first flush that has something to write, so a
@@ -230,7 +230,7 @@ impl Writer {
         let fd = match self.state {
             State::Open(fd) => fd,
             State::Failed => return,
-            State::Unopened => match open() {
+            State::Unopened => match crate::trace_file::open() {
                 Ok(fd) => {
                     self.state = State::Open(fd);
                     fd
@@ -308,67 +308,6 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode) {
     line.u64(node.ip);
     line.raw("}}\n");
     text.extend_from_slice(line.as_bytes());
-}
-
-fn open() -> Result<i32, String> {
-    let header = header();
-    let rank = header.env.get("RANK").map(String::as_str).unwrap_or("0");
-    let path = output::expand(&settings::get().output, header.pid, &header.host, rank);
-    let (fd, _path) = output::create(&path)?;
-    let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
-    line.push(b'\n');
-    output::write_all(fd, &line).map_err(|e| format!("cannot write the trace {path}: {e}"))?;
-    Ok(fd)
-}
-
-fn header() -> Header {
-    let s = settings::get();
-    let argv = std::fs::read("/proc/self/cmdline")
-        .map(|raw| {
-            raw.split(|&b| b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    let env = ENV_KEYS
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
-    Header {
-        format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
-        pid: std::process::id(),
-        // SAFETY: getppid has no preconditions.
-        ppid: unsafe { libc::getppid() } as u32,
-        host: hostname(),
-        argv,
-        exe: std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        start_unix_ns: clock::origin_unix_ns(),
-        start_mono_ns: clock::origin_mono_ns(),
-        env,
-        settings: Settings {
-            output: s.output.clone(),
-            children: s.children,
-            flush_ms: s.flush_ms,
-            stack_depth: s.stack_depth as u32,
-            python: s.python,
-        },
-        interposer: env!("CARGO_PKG_VERSION").into(),
-    }
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if r != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 thread_local! {
