@@ -351,6 +351,7 @@ fn timeline_shows_internal_and_external_fragmentation() {
         u("allocated_end") - u("requested_end")
     );
     assert_eq!(end("largest_free_block"), u("largest_free_end"));
+    assert_eq!(end("free_blocks"), u("free_blocks_end"));
     let summary = run.summary();
     assert_eq!(
         summary["processes"][0]["devices"][0]["largest_free_block_bytes_at_end"].as_u64(),

@@ -64,16 +64,25 @@ static struct block *pool_alloc(size_t n) {
 
 /* The largest free piece of the reserved segments, from the pool's own block table
  * (blocks are carved in address order within a segment). */
+static unsigned long long free_pieces;
+
 static unsigned long long largest_free(void) {
     unsigned long long largest = 0;
+    free_pieces = 0;
     for (int s = 0; s < nsegments; s++) {
         uintptr_t at = segments[s], end = segments[s] + SEGMENT;
         for (int i = 0; i < nblocks; i++) {
             if (!blocks[i].live || blocks[i].addr < segments[s] || blocks[i].addr >= end) continue;
-            if (blocks[i].addr > at && blocks[i].addr - at > largest) largest = blocks[i].addr - at;
+            if (blocks[i].addr > at) {
+                free_pieces++;
+                if (blocks[i].addr - at > largest) largest = blocks[i].addr - at;
+            }
             at = blocks[i].addr + blocks[i].size;
         }
-        if (end - at > largest) largest = end - at;
+        if (end > at) {
+            free_pieces++;
+            if (end - at > largest) largest = end - at;
+        }
     }
     return largest;
 }
@@ -131,9 +140,12 @@ int main(int argc, char **argv) {
     usleep(400 * 1000);
     for (int i = 1; i < 16; i += 2) pool_free(acts[i]);
     for (int i = 0; i < 4; i++) pool_free(weights[i]);
+    unsigned long long largest_end = largest_free(); /* also counts free_pieces */
     printf("VRAMTRACE_POOL {\"allocated_peak\":%llu,\"allocated_end\":%llu,\"requested_peak\":%llu,"
-           "\"requested_end\":%llu,\"largest_free_end\":%llu,\"reserved_during_pause\":%llu}\n",
-           allocated_peak, allocated, requested_peak, requested, largest_free(), reserved_during_pause);
+           "\"requested_end\":%llu,\"largest_free_end\":%llu,\"free_blocks_end\":%llu,"
+           "\"reserved_during_pause\":%llu}\n",
+           allocated_peak, allocated, requested_peak, requested, largest_end, free_pieces,
+           reserved_during_pause);
     fflush(stdout);
     return 0;
 }

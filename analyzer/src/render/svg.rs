@@ -32,7 +32,12 @@ pub fn plots(t: &Timeline) -> Vec<(String, String)> {
                 .iter()
                 .filter(|s| s.host == host && s.gpu == gpu)
                 // Fragmentation's details stay in the JSON and CSV: the plot shows bytes held.
-                .filter(|s| !matches!(s.layer, "internal_free" | "largest_free_block"))
+                .filter(|s| {
+                    !matches!(
+                        s.layer,
+                        "internal_free" | "largest_free_block" | "free_blocks"
+                    )
+                })
                 .collect();
             let processes = lines
                 .iter()

@@ -40,6 +40,8 @@ pub enum Layer {
     /// External fragmentation: the largest free piece of reserved memory between blocks,
     /// taken at the first change of each bucket (finding it costs a pass over the blocks).
     LargestFreeBlock,
+    /// How many free pieces reserved memory is in, taken with the largest one.
+    FreeBlocks,
 }
 
 impl Layer {
@@ -51,6 +53,7 @@ impl Layer {
             Layer::PytorchAllocated => "allocated_pytorch",
             Layer::InternalFree => "internal_free",
             Layer::LargestFreeBlock => "largest_free_block",
+            Layer::FreeBlocks => "free_blocks",
         }
     }
 }
@@ -152,6 +155,8 @@ impl TimelineBuilder {
                 if let Some(state) = step.model.allocator_state(e.dev) {
                     self.largest_taken.insert(key, bucket);
                     self.record(key, step.time, state.largest_free_block_bytes);
+                    let count = Key::Layer(p, e.dev, Layer::FreeBlocks);
+                    self.record(count, step.time, state.free_blocks);
                 }
             }
         }
@@ -260,6 +265,8 @@ impl TimelineBuilder {
             if let Key::Layer(p, dev, _) = key {
                 if let Some(state) = run.processes[p].allocator_state(dev) {
                     self.record(key, run.end_time, state.largest_free_block_bytes);
+                    let count = Key::Layer(p, dev, Layer::FreeBlocks);
+                    self.record(count, run.end_time, state.free_blocks);
                 }
             }
         }
