@@ -2,9 +2,6 @@
 
 use vramtrace_schema::Api;
 
-/// `CUDA_ERROR_OUT_OF_MEMORY` / `cudaErrorMemoryAllocation` (both 2).
-pub const OUT_OF_MEMORY: i32 = 2;
-
 /// The symbolic name of `code` as returned by `api` (driver and runtime name them apart).
 pub fn name(api: Api, code: i32) -> String {
     let known = if api.is_runtime() {

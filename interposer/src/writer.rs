@@ -185,13 +185,8 @@ pub fn flush_from_signal(signal: i32) {
     reason.raw("signal ");
     reason.u64(signal as u64);
     line.clear();
-    line.raw("{\"end\":{\"t\":");
-    line.u64(clock::now());
-    line.raw(",\"events\":");
-    line.u64(w.written);
-    line.raw(",\"reason\":\"");
-    line.raw(std::str::from_utf8(reason.as_bytes()).unwrap_or("signal"));
-    line.raw("\"}}\n");
+    let reason = std::str::from_utf8(reason.as_bytes()).unwrap_or("signal");
+    End::write_parts(clock::now(), w.written, reason, &mut line);
     if !failed {
         let _ = output::write_all(fd, line.as_bytes());
     }

@@ -117,12 +117,18 @@ pub struct End {
 
 impl End {
     pub fn write_json(&self, out: &mut JsonBuf) {
+        End::write_parts(self.t, self.events, &self.reason, out);
+    }
+
+    /// The end line from its parts, for a signal handler that cannot allocate an `End`.
+    /// `reason` is written as it is: it must need no JSON escaping.
+    pub fn write_parts(t: u64, events: u64, reason: &str, out: &mut JsonBuf) {
         out.raw("{\"end\":{\"t\":");
-        out.u64(self.t);
+        out.u64(t);
         out.raw(",\"events\":");
-        out.u64(self.events);
+        out.u64(events);
         out.raw(",\"reason\":\"");
-        out.raw(&self.reason);
+        out.raw(reason);
         out.raw("\"}}\n");
     }
 }

@@ -6,6 +6,24 @@ use serde_json::Value;
 use vramtrace_schema::{Event, Frame, StackTable};
 use vramtrace_tests::harness::{check, python, run_sim, run_sim_command, same, script, Outcome};
 
+/// The call chains the workload says it allocated from: (size, functions innermost first).
+fn chains(run: &Outcome) -> Vec<(u64, Vec<String>)> {
+    let printed = run.printed("VRAMTRACE_CHAINS ");
+    printed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let functions = c["functions"].as_array().unwrap();
+            let names = functions
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .collect();
+            (c["size"].as_u64().unwrap(), names)
+        })
+        .collect()
+}
+
 fn allocations_of(run: &Outcome, size: u64) -> Vec<Event> {
     run.traces[0]
         .events
@@ -25,14 +43,7 @@ fn native_stacks_name_the_calling_functions_in_order() {
     assert!(run.output.status.success(), "{}", run.stderr());
     check(&run, run.truth("callchain"), same);
     let trace = &run.traces[0];
-    for chain in run.printed("VRAMTRACE_CHAINS ").as_array().unwrap() {
-        let size = chain["size"].as_u64().unwrap();
-        let expected: Vec<&str> = chain["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
+    for (size, expected) in chains(&run) {
         let events = allocations_of(&run, size);
         assert!(!events.is_empty(), "an allocation of {size}");
         for e in &events {
@@ -168,17 +179,9 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
 #[test]
 fn views_name_the_frames_of_each_group() {
     let run = run_sim("callchain", &[], &[], &[]);
-    let chains = run.printed("VRAMTRACE_CHAINS ");
     let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
     let groups = peak["devices"][0]["groups"].as_array().unwrap();
-    for chain in chains.as_array().unwrap() {
-        let size = chain["size"].as_u64().unwrap();
-        let expected: Vec<&str> = chain["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
+    for (size, expected) in chains(&run) {
         // At the peak every block is live: the group of this chain holds its blocks.
         let blocks = if size == (1 << 20) + 1 { 2 } else { 1 };
         let names_of = |g: &Value| -> Vec<String> {
