@@ -3,6 +3,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::hooks::Call;
+use crate::stack::here;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::Mutex;
@@ -23,7 +24,7 @@ pub unsafe extern "C" fn vramtrace_block_alloc(
     device: c_int,
     stream: *mut c_void,
 ) {
-    Call::enter().finish(None, Api::VramtraceBlockAlloc, 0, |e| {
+    Call::enter(here!()).finish(None, Api::VramtraceBlockAlloc, 0, |e| {
         e.dev = device;
         e.addr = addr;
         e.size = size;
@@ -34,7 +35,7 @@ pub unsafe extern "C" fn vramtrace_block_alloc(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn vramtrace_block_free(addr: u64, device: c_int, stream: *mut c_void) {
-    let call = Call::enter();
+    let call = Call::enter(here!());
     call.finish(None, Api::VramtraceBlockFree, 0, |e| {
         e.dev = device;
         e.addr = addr;
@@ -56,7 +57,7 @@ pub unsafe extern "C" fn vramtrace_marker(name: *const c_char) {
             list.len() as u64
         })
     };
-    Call::enter().finish(None, Api::VramtraceMarker, 0, |e| e.handle = Some(id));
+    Call::enter(here!()).finish(None, Api::VramtraceMarker, 0, |e| e.handle = Some(id));
 }
 
 /// Names with an id above `written`, for the writer: `(id, name)`.

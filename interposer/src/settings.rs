@@ -3,6 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
+/// Frames per stack unless `VRAMTRACE_STACK_DEPTH` says otherwise.
+pub const DEFAULT_STACK_DEPTH: usize = 64;
+
 /// What `VRAMTRACE_*` variables said.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -62,7 +65,7 @@ fn read() -> Settings {
             std::env::var("VRAMTRACE_STACK_DEPTH")
                 .ok()
                 .and_then(|s| s.trim().parse::<usize>().ok())
-                .unwrap_or(64)
+                .unwrap_or(DEFAULT_STACK_DEPTH)
                 .min(crate::stack::MAX_DEPTH)
         } else {
             0

@@ -62,9 +62,13 @@ static void free_block(void *p, size_t n) { WL_CHECK(WL_FREE("cudaFree", 0, n, c
 int main(void) {
     truth_init("callchain");
     WL_CHECK(cudaSetDevice(0));
-    void *a[2];
-    for (volatile int i = 0; i < 2; i++) a[i] = chain_root(SIZE_A, 0); /* one call site: one stack id */
-    void *b = chain_root(SIZE_B, 1);
+    /* One call site in main, so both SIZE_A blocks have one stack id; SIZE_B in between,
+     * through chain_mid_b, whose frame has the same size and place as chain_mid_a's: a
+     * stack taken from the one before must see the changed caller. */
+    void *blocks[3];
+    for (volatile int i = 0; i < 3; i++) blocks[i] = chain_root(i == 1 ? SIZE_B : SIZE_A, i == 1);
+    void *a[2] = {blocks[0], blocks[2]};
+    void *b = blocks[1];
     void *deep = chain_recurse(SIZE_DEEP, DEEP - 1);
     pthread_t t;
     if (pthread_create(&t, NULL, chain_thread, NULL) || pthread_join(t, NULL)) return 2;

@@ -3,7 +3,7 @@
 use super::device;
 use crate::guard::{self, Depth};
 use crate::stack::capture::capture;
-use crate::stack::MAX_DEPTH;
+use crate::stack::{Registers, MAX_DEPTH};
 use crate::{clock, queue, settings, writer};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use vramtrace_schema::{Api, Event, Op};
@@ -12,18 +12,23 @@ use vramtrace_schema::{Api, Event, Op};
 pub struct Call {
     _depth: Depth,
     record: bool,
+    /// The hook's registers, where its stack starts.
+    at: Registers,
 }
 
 impl Call {
     /// Enters the guard. Only the outermost hook on a thread records: `cudaMalloc`
     /// reaching `cuMemAlloc_v2` inside is one user call, recorded under the runtime's name.
+    /// `at` is the hook's own [`here!`](crate::stack::here): the call is finished in the same
+    /// hook, while its frame is there.
     #[inline]
-    pub fn enter() -> Call {
+    pub fn enter(at: Registers) -> Call {
         let depth = Depth::enter();
         let record = depth.outermost && settings::recording();
         Call {
             _depth: depth,
             record,
+            at,
         }
     }
 
@@ -41,12 +46,14 @@ impl Call {
             let tid = guard::tid();
             let mut event = Event::new(t, tid, device::current(), api, res);
             fill(&mut event);
-            submit(tid, event);
+            submit(tid, event, self.at);
         }));
     }
 }
 
-fn submit(tid: u32, event: Event) {
+const SHORT: usize = settings::DEFAULT_STACK_DEPTH;
+
+fn submit(tid: u32, event: Event, at: Registers) {
     let takes_memory = matches!(
         event.api.op(),
         Op::Alloc | Op::Create | Op::Reserve | Op::Map
@@ -54,9 +61,14 @@ fn submit(tid: u32, event: Event) {
     let depth = settings::get().stack_depth;
     if depth == 0 {
         queue::push(tid, event, &[]);
+    } else if depth <= SHORT {
+        // Most runs keep the default depth: zero a short buffer, not the longest.
+        let mut stack = [0u64; SHORT];
+        let n = capture(&mut stack[..depth], at);
+        queue::push(tid, event, &stack[..n]);
     } else {
         let mut stack = [0u64; MAX_DEPTH];
-        let n = capture(&mut stack[..depth]);
+        let n = capture(&mut stack[..depth], at);
         queue::push(tid, event, &stack[..n]);
     }
     if takes_memory && event.res != 0 && !event.api.is_vramtrace() {

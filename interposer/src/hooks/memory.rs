@@ -2,6 +2,7 @@
 #![allow(non_snake_case)]
 
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use crate::stack::here;
 use cudarc::driver::sys::{CUarray, CUdeviceptr, CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR};
 use std::ffi::{c_int, c_uint, c_void};
 use vramtrace_schema::Api;
@@ -11,7 +12,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> c
     let Some(real) = real!(cuMemAlloc_v2: fn(*mut CUdeviceptr, usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dptr, size);
     call.finish(None, Api::CuMemAlloc_v2, r, |e| {
         e.addr = out(r, dptr);
@@ -33,7 +34,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dptr, pitch, width_bytes, height, element_size);
     call.finish(None, Api::CuMemAllocPitch_v2, r, |e| {
         e.addr = out(r, dptr);
@@ -53,7 +54,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int {
     let Some(real) = real!(cuMemFree_v2: fn(CUdeviceptr) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dptr);
     call.finish(None, Api::CuMemFree_v2, r, |e| e.addr = dptr);
     r
@@ -68,7 +69,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     let Some(real) = real!(cuMemAllocManaged: fn(*mut CUdeviceptr, usize, c_uint) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dptr, size, flags);
     call.finish(None, Api::CuMemAllocManaged, r, |e| {
         e.addr = out(r, dptr);
@@ -82,7 +83,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     let Some(real) = real!(cuMemGetInfo_v2: fn(*mut usize, *mut usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(free, total);
     call.finish(None, Api::CuMemGetInfo_v2, r, |e| {
         if r == 0 {
@@ -98,7 +99,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags
     let Some(real) = real!(cuMemHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pp, size, flags);
     call.finish(None, Api::CuMemHostAlloc, r, |e| {
         e.addr = out(r, pp.cast::<u64>());
@@ -112,7 +113,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
     let Some(real) = real!(cuMemAllocHost_v2: fn(*mut *mut c_void, usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pp, size);
     call.finish(None, Api::CuMemAllocHost_v2, r, |e| {
         e.addr = out(r, pp.cast::<u64>());
@@ -126,7 +127,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
     let Some(real) = real!(cuMemFreeHost: fn(*mut c_void) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(p);
     call.finish(None, Api::CuMemFreeHost, r, |e| e.addr = p as u64);
     r
@@ -137,7 +138,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags
     let Some(real) = real!(cuMemHostRegister_v2: fn(*mut c_void, usize, c_uint) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(p, size, flags);
     call.finish(None, Api::CuMemHostRegister_v2, r, |e| {
         e.addr = p as u64;
@@ -151,7 +152,7 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> c_int {
     let Some(real) = real!(cuMemHostUnregister: fn(*mut c_void) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(p);
     call.finish(None, Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
     r
@@ -197,7 +198,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(array, desc);
     call.finish(None, Api::CuArrayCreate_v2, r, |e| {
         e.addr = out(r, array.cast::<u64>());
@@ -224,7 +225,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(array, desc);
     call.finish(None, Api::CuArray3DCreate_v2, r, |e| {
         e.addr = out(r, array.cast::<u64>());
@@ -246,7 +247,7 @@ pub unsafe extern "C" fn cuArrayDestroy(array: CUarray) -> c_int {
     let Some(real) = real!(cuArrayDestroy: fn(CUarray) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(array);
     call.finish(None, Api::CuArrayDestroy, r, |e| e.addr = array as u64);
     r

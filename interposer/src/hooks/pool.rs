@@ -2,6 +2,7 @@
 #![allow(non_snake_case)]
 
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use crate::stack::here;
 use cudarc::driver::sys::{CUdeviceptr, CUmemPoolProps, CUmemoryPool, CUstream};
 use std::ffi::c_int;
 use vramtrace_schema::Api;
@@ -13,7 +14,7 @@ macro_rules! alloc_async {
             let Some(real) = real!($name: fn(*mut CUdeviceptr, usize, CUstream) -> c_int) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let call = Call::enter();
+            let call = Call::enter(here!());
             let r = real(dptr, size, stream);
             call.finish(None, Api::$api, r, |e| {
                 e.addr = out(r, dptr);
@@ -38,7 +39,7 @@ macro_rules! alloc_from_pool {
             else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let call = Call::enter();
+            let call = Call::enter(here!());
             let r = real(dptr, size, pool, stream);
             call.finish(None, Api::$api, r, |e| {
                 e.addr = out(r, dptr);
@@ -58,7 +59,7 @@ macro_rules! free_async {
             let Some(real) = real!($name: fn(CUdeviceptr, CUstream) -> c_int) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let call = Call::enter();
+            let call = Call::enter(here!());
             let r = real(dptr, stream);
             call.finish(None, Api::$api, r, |e| {
                 e.addr = dptr;
@@ -85,7 +86,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool, props);
     call.finish(None, Api::CuMemPoolCreate, r, |e| {
         e.pool = Some(out(r, pool.cast::<u64>()))
@@ -98,7 +99,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
     let Some(real) = real!(cuMemPoolDestroy: fn(CUmemoryPool) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool);
     call.finish(None, Api::CuMemPoolDestroy, r, |e| {
         e.pool = Some(pool as u64)
@@ -111,7 +112,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: 
     let Some(real) = real!(cuMemPoolTrimTo: fn(CUmemoryPool, usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool, min_bytes_to_keep);
     call.finish(None, Api::CuMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);

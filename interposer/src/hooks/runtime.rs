@@ -4,6 +4,7 @@
 
 use super::lookup::wrap_result;
 use super::{out, real, Call, CUDA_ERROR_INITIALIZATION};
+use crate::stack::here;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use vramtrace_schema::Api;
 
@@ -15,7 +16,7 @@ pub unsafe extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c
     let Some(real) = real!(cudaMalloc: fn(*mut *mut c_void, usize) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, size);
     call.finish(None, Api::CudaMalloc, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
@@ -36,7 +37,7 @@ pub unsafe extern "C" fn cudaMallocPitch(
     else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, pitch, width, height);
     call.finish(None, Api::CudaMallocPitch, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
@@ -54,7 +55,7 @@ pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
     let Some(real) = real!(cudaFree: fn(*mut c_void) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr);
     call.finish(None, Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
     r
@@ -69,7 +70,7 @@ pub unsafe extern "C" fn cudaMallocManaged(
     let Some(real) = real!(cudaMallocManaged: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, size, flags);
     call.finish(None, Api::CudaMallocManaged, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
@@ -87,7 +88,7 @@ pub unsafe extern "C" fn cudaMallocAsync(
     let Some(real) = real!(cudaMallocAsync: fn(*mut *mut c_void, usize, Handle) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, size, stream);
     call.finish(None, Api::CudaMallocAsync, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
@@ -109,7 +110,7 @@ pub unsafe extern "C" fn cudaMallocFromPoolAsync(
     else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, size, pool, stream);
     call.finish(None, Api::CudaMallocFromPoolAsync, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
@@ -125,7 +126,7 @@ pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> 
     let Some(real) = real!(cudaFreeAsync: fn(*mut c_void, Handle) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(dev_ptr, stream);
     call.finish(None, Api::CudaFreeAsync, r, |e| {
         e.addr = dev_ptr as u64;
@@ -139,7 +140,7 @@ pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_vo
     let Some(real) = real!(cudaMemPoolCreate: fn(*mut Handle, *const c_void) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool, props);
     call.finish(None, Api::CudaMemPoolCreate, r, |e| {
         e.pool = Some(out(r, pool.cast::<u64>()))
@@ -152,7 +153,7 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
     let Some(real) = real!(cudaMemPoolDestroy: fn(Handle) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool);
     call.finish(None, Api::CudaMemPoolDestroy, r, |e| {
         e.pool = Some(pool as u64)
@@ -165,7 +166,7 @@ pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usiz
     let Some(real) = real!(cudaMemPoolTrimTo: fn(Handle, usize) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(pool, min_bytes_to_keep);
     call.finish(None, Api::CudaMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);
@@ -179,7 +180,7 @@ pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c
     let Some(real) = real!(cudaMallocHost: fn(*mut *mut c_void, usize) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size);
     call.finish(None, Api::CudaMallocHost, r, |e| {
         e.addr = out(r, ptr.cast::<u64>());
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
     let Some(real) = real!(cudaHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size, flags);
     call.finish(None, Api::CudaHostAlloc, r, |e| {
         e.addr = out(r, ptr.cast::<u64>());
@@ -207,7 +208,7 @@ pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
     let Some(real) = real!(cudaFreeHost: fn(*mut c_void) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr);
     call.finish(None, Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
     r
@@ -218,7 +219,7 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
     let Some(real) = real!(cudaMemGetInfo: fn(*mut usize, *mut usize) -> c_int) else {
         return CUDA_ERROR_INITIALIZATION;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(free, total);
     call.finish(None, Api::CudaMemGetInfo, r, |e| {
         if r == 0 {

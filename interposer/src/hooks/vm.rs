@@ -5,6 +5,7 @@
 #![allow(non_snake_case)]
 
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use crate::stack::here;
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
 };
@@ -23,7 +24,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size, alignment, addr, flags);
     call.finish(None, Api::CuMemAddressReserve, r, |e| {
         e.addr = out(r, ptr);
@@ -37,7 +38,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_in
     let Some(real) = real!(cuMemAddressFree: fn(CUdeviceptr, usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size);
     call.finish(None, Api::CuMemAddressFree, r, |e| {
         e.addr = ptr;
@@ -57,7 +58,7 @@ pub unsafe extern "C" fn cuMemCreate(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(handle, size, prop, flags);
     call.finish(None, Api::CuMemCreate, r, |e| {
         e.handle = Some(out(r, handle));
@@ -76,7 +77,7 @@ pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c
     let Some(real) = real!(cuMemRelease: fn(CUmemGenericAllocationHandle) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(handle);
     call.finish(None, Api::CuMemRelease, r, |e| e.handle = Some(handle));
     r
@@ -94,7 +95,7 @@ pub unsafe extern "C" fn cuMemMap(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size, offset, handle, flags);
     call.finish(None, Api::CuMemMap, r, |e| {
         e.addr = ptr;
@@ -110,7 +111,7 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
     let Some(real) = real!(cuMemUnmap: fn(CUdeviceptr, usize) -> c_int) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size);
     call.finish(None, Api::CuMemUnmap, r, |e| {
         e.addr = ptr;
@@ -131,7 +132,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
     else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let call = Call::enter();
+    let call = Call::enter(here!());
     let r = real(ptr, size, desc, count);
     call.finish(None, Api::CuMemSetAccess, r, |e| {
         e.addr = ptr;

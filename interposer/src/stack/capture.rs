@@ -1,19 +1,20 @@
 //! Taking the caller's return addresses on the hot path.
 
-use super::modules::{self, MappedBytes};
+use super::modules;
 use super::python::{self, PyStack};
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
+use super::walk::{self, End, Memo, Start, Walker};
+use super::Registers;
+use framehop::x86_64::UnwindRegsX86_64;
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
-type Policy = MustNotAllocateDuringUnwind;
-type Cache = CacheX86_64<Policy>;
-
 struct State {
-    unwinder: UnwinderX86_64<MappedBytes, Policy>,
+    unwinder: Walker,
+    /// Which scan this is: a thread's memoised walk from an older one is not reused.
+    generation: u64,
     /// Runtime addresses of every known module, sorted by start.
     ranges: Vec<Range<u64>>,
     /// This library's own range: its frames (the hook, the recorder) are left out.
@@ -24,16 +25,17 @@ static STATE: RwLock<Option<State>> = RwLock::new(None);
 /// Monotonic ns of the last module rescan, to rescan at most every few ms when code
 /// outside every known module (a new `dlopen`, JIT code) shows up.
 static LAST_SCAN_NS: AtomicU64 = AtomicU64::new(0);
+static GENERATION: AtomicU64 = AtomicU64::new(1);
 const RESCAN_INTERVAL_NS: u64 = 5_000_000;
 
 thread_local! {
-    static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
+    static MEMO: RefCell<Option<Box<Memo>>> = const { RefCell::new(None) };
     /// This thread's stack bounds: reads outside them are refused, never faulted.
     static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
 fn build() -> State {
-    let mut unwinder = UnwinderX86_64::new();
+    let mut unwinder = Walker::new();
     let mut ranges = Vec::new();
     let ours_addr = build as *const () as u64;
     let mut ours = 0..0;
@@ -57,6 +59,7 @@ fn build() -> State {
     ranges.sort_by_key(|r| r.start);
     State {
         unwinder,
+        generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         ranges,
         ours,
     }
@@ -91,30 +94,21 @@ fn stack_bounds() -> (u64, u64) {
     b
 }
 
-/// Returns the registers of the caller of this (never inlined) function.
-#[inline(never)]
-fn registers() -> (u64, u64, u64) {
-    let (ip, sp, bp): (u64, u64, u64);
-    // SAFETY: reads three registers, touches nothing.
-    unsafe {
-        std::arch::asm!(
-            "lea {ip}, [rip]",
-            "mov {sp}, rsp",
-            "mov {bp}, rbp",
-            ip = out(reg) ip,
-            sp = out(reg) sp,
-            bp = out(reg) bp,
-            options(nomem, nostack, preserves_flags),
-        );
+/// Fills `out` with the return addresses of the calling thread from the hook whose
+/// registers are `at` outward, innermost first, leaving out vramtrace's own frames.
+/// Returns how many were written (0 when the stack cannot be taken right now, e.g. during
+/// thread teardown).
+pub fn capture(out: &mut [u64], at: Registers) -> usize {
+    let n = capture_native(out, at);
+    if !python::present() {
+        return n;
     }
-    (ip, sp, bp)
+    with_python(out, n)
 }
 
-/// Fills `out` with the return addresses of the calling thread, innermost first, leaving
-/// out vramtrace's own frames. Returns how many were written (0 when the stack cannot be
-/// taken right now, e.g. during thread teardown).
-pub fn capture(out: &mut [u64]) -> usize {
-    let n = capture_native(out);
+/// Splices the calling thread's Python frames into its `n` native ones.
+#[inline(never)]
+fn with_python(out: &mut [u64], n: usize) -> usize {
     let Some(_python) = crate::guard::PythonCapture::begin() else {
         return n;
     };
@@ -144,7 +138,7 @@ pub fn capture(out: &mut [u64]) -> usize {
     }
 }
 
-fn capture_native(out: &mut [u64]) -> usize {
+fn capture_native(out: &mut [u64], at: Registers) -> usize {
     if out.is_empty() {
         return 0;
     }
@@ -152,10 +146,10 @@ fn capture_native(out: &mut [u64]) -> usize {
     if hi == 0 {
         return 0;
     }
-    let mut n = capture_with(out, lo, hi);
+    let mut n = capture_with(out, lo, hi, at);
     if n == usize::MAX {
         rescan();
-        n = capture_with(out, lo, hi);
+        n = capture_with(out, lo, hi, at);
     }
     if n == usize::MAX {
         0
@@ -165,8 +159,10 @@ fn capture_native(out: &mut [u64]) -> usize {
 }
 
 /// `usize::MAX` asks for a rescan: a frame lay outside every known module.
-fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
-    if STATE.read().unwrap_or_else(|e| e.into_inner()).is_none() {
+fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
+    let mut guard = STATE.read().unwrap_or_else(|e| e.into_inner());
+    if guard.is_none() {
+        drop(guard);
         // Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread
         // inside dlopen (a library constructor allocating) may be waiting on ours.
         let built = build();
@@ -175,15 +171,15 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
             *w = Some(built);
             LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
         }
+        drop(w);
+        guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     }
-    let guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     let Some(state) = guard.as_ref() else {
         return 0;
     };
-    let result = CACHE.try_with(|cache| {
-        let mut cache = cache.try_borrow_mut().ok()?;
-        let cache = cache.get_or_insert_with(|| Box::new(Cache::new_in()));
-        let (ip, sp, bp) = registers();
+    let result = MEMO.try_with(|memo| {
+        let mut memo = memo.try_borrow_mut().ok()?;
+        let memo = memo.get_or_insert_with(|| Box::new(Memo::new()));
         let mut read = |addr: u64| {
             if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
                 return Err(());
@@ -191,34 +187,15 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64) -> usize {
             // SAFETY: inside this thread's stack, aligned.
             Ok(unsafe { std::ptr::read(addr as *const u64) })
         };
-        let mut frames =
-            state
-                .unwinder
-                .iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read);
-        let mut n = 0;
-        let mut unknown = false;
-        loop {
-            match frames.next() {
-                Ok(Some(frame)) => {
-                    let addr = frame.address();
-                    if state.ours.contains(&addr) {
-                        continue;
-                    }
-                    out[n] = addr;
-                    n += 1;
-                    if n == out.len() {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                // The walk stopped: normal at the stack's end, or a frame in code no known
-                // module holds (a library loaded since the last scan). Only then rescan.
-                Err(_) => {
-                    unknown = n > 0 && !known(&state.ranges, out[n - 1]);
-                    break;
-                }
-            }
-        }
+        let start = Start {
+            regs: UnwindRegsX86_64::new(at.ip, at.sp, at.bp),
+            generation: state.generation,
+            ours: &state.ours,
+        };
+        let (n, end) = walk::walk(&state.unwinder, memo, start, out, &mut read);
+        // The walk stopped: normal at the stack's end, or a frame in code no known module
+        // holds (a library loaded since the last scan). Only then rescan.
+        let unknown = end == End::Stopped && n > 0 && !known(&state.ranges, out[n - 1]);
         Some(if unknown && n < out.len() && rescan_due() {
             usize::MAX
         } else {

@@ -2,13 +2,22 @@
 //! heaptrack does. An event carries the id of its innermost node; a stack is read back
 //! by following `parent` links to the root (id 0).
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use std::hash::{Hash, Hasher};
 
 /// FxHash: every frame of every event is looked up here, on the writer thread; the keys
 /// are addresses and ids, where SipHash's resistance to chosen keys buys nothing.
+///
+/// A program allocates from a few places over and over, so whole stacks are looked up
+/// first, by a hash of all their addresses, and checked against the trie: one lookup per
+/// event instead of one per frame.
 #[derive(Default)]
 pub struct Interner {
     nodes: FxHashMap<(u64, u64), u64>,
+    /// (parent, address) of node `id`, at `id - 1`.
+    by_id: Vec<(u64, u64)>,
+    /// Innermost node of a stack, by the hash of its addresses.
+    whole: FxHashMap<u64, u64>,
     ips: FxHashSet<u64>,
 }
 
@@ -24,11 +33,22 @@ pub struct NewNode {
 impl Interner {
     /// The id of the stack `ips` (innermost first); `each` gets every node created.
     pub fn intern(&mut self, ips: &[u64], mut each: impl FnMut(NewNode)) -> u64 {
+        let key = {
+            let mut h = FxHasher::default();
+            ips.hash(&mut h);
+            h.finish()
+        };
+        if let Some(&id) = self.whole.get(&key) {
+            if self.is(id, ips) {
+                return id;
+            }
+        }
         let mut parent = 0;
         for &ip in ips.iter().rev() {
             let next = self.nodes.len() as u64 + 1;
             let id = *self.nodes.entry((parent, ip)).or_insert(next);
             if id == next {
+                self.by_id.push((parent, ip));
                 let new_ip = self.ips.insert(ip);
                 each(NewNode {
                     id,
@@ -39,7 +59,23 @@ impl Interner {
             }
             parent = id;
         }
+        self.whole.insert(key, parent);
         parent
+    }
+
+    /// Whether node `id` is the stack `ips` (innermost first).
+    fn is(&self, mut id: u64, ips: &[u64]) -> bool {
+        for &ip in ips {
+            let Some(&(parent, at)) = id.checked_sub(1).and_then(|i| self.by_id.get(i as usize))
+            else {
+                return false;
+            };
+            if at != ip {
+                return false;
+            }
+            id = parent;
+        }
+        id == 0
     }
 }
 
@@ -60,6 +96,11 @@ mod tests {
         });
         let again = trie.intern(&[0x30, 0x20, 0x10], |_| panic!("nothing new"));
         assert_eq!((s1, s2, again), (3, 5, 3));
+        // A stack that is a suffix or prefix of a known one is its own node.
+        assert_eq!(trie.intern(&[0x20, 0x10], |_| panic!("nothing new")), 2);
+        // A new outermost caller: four new nodes.
+        assert_eq!(trie.intern(&[0x30, 0x20, 0x10, 0x5], |_| {}), 9);
+        assert_eq!(trie.intern(&[], |_| panic!("nothing new")), 0);
         assert_eq!(
             created,
             vec![

@@ -87,6 +87,11 @@ fn api() -> Option<&'static CApi> {
     API.get_or_init(load).as_ref()
 }
 
+/// Whether this process has a Python interpreter to take frames from.
+pub fn present() -> bool {
+    api().is_some()
+}
+
 /// Whether `ip` is a native frame of the interpreter itself.
 pub fn in_interpreter(ip: u64) -> bool {
     api().is_some_and(|a| a.module.contains(&ip))
