@@ -65,15 +65,46 @@ pub fn push(tid: u32, event: Event, stack: &[u64]) {
     }
 }
 
-/// Moves every queued event into `items` and their stacks into `ips`; each shard keeps
-/// its capacity.
-pub fn drain_into(items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
-    for shard in &QUEUE {
-        let mut d = lock(shard);
+/// The writer's half of each shard: the vectors it swapped out at its last drain, cleared,
+/// to be swapped in at the next.
+pub struct Spares(Vec<Data>);
+
+impl Spares {
+    pub const fn new() -> Spares {
+        Spares(Vec::new())
+    }
+}
+
+impl Default for Spares {
+    fn default() -> Spares {
+        Spares::new()
+    }
+}
+
+/// Moves every queued event into `items` and their stacks into `ips`. A shard's lock is
+/// held only to swap its vectors for spare ones (a thread pushing meanwhile waits for a
+/// swap, not for a copy of the whole shard), and the vectors keep their capacity.
+pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
+    if spares.0.len() != SHARDS {
+        spares.0 = (0..SHARDS)
+            .map(|_| Data {
+                items: Vec::new(),
+                ips: Vec::new(),
+            })
+            .collect();
+    }
+    for (shard, spare) in QUEUE.iter().zip(spares.0.iter_mut()) {
+        {
+            let mut d = lock(shard);
+            if d.items.is_empty() {
+                continue;
+            }
+            std::mem::swap(&mut *d, spare);
+        }
         let offset = ips.len() as u32;
-        ips.extend_from_slice(&d.ips);
-        d.ips.clear();
-        items.extend(d.items.drain(..).map(|q| Queued {
+        ips.extend_from_slice(&spare.ips);
+        spare.ips.clear();
+        items.extend(spare.items.drain(..).map(|q| Queued {
             start: q.start + offset,
             ..q
         }));

@@ -26,6 +26,7 @@ struct Writer {
     written: u64,
     batch: Vec<Queued>,
     ips: Vec<u64>,
+    spares: queue::Spares,
     /// Events newer than the last flush's cut, held for the next one (with their stacks).
     carry: Vec<Queued>,
     carry_ips: Vec<u64>,
@@ -42,6 +43,7 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
     written: 0,
     batch: Vec::new(),
     ips: Vec::new(),
+    spares: queue::Spares::new(),
     carry: Vec::new(),
     carry_ips: Vec::new(),
     text: Vec::new(),
@@ -200,7 +202,7 @@ impl Writer {
         ips.extend_from_slice(&self.carry_ips);
         batch.append(&mut self.carry);
         self.carry_ips.clear();
-        queue::drain_into(&mut batch, &mut ips);
+        queue::drain_into(&mut self.spares, &mut batch, &mut ips);
         batch.sort_by_key(|q| q.event.t);
         let keep = cut.map_or(batch.len(), |cut| {
             batch.partition_point(|q| q.event.t <= cut)
