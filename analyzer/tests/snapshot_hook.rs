@@ -10,7 +10,9 @@ use vramtrace_analyzer::cmd::python_hook;
 /// `torch`, `torch._C`, `torch.cuda`, `torch.cuda.memory`: each call appends a JSON line to
 /// $STANDIN_LOG. CUDA initialises when the script calls `torch.cuda.init()`, running the
 /// queued `_lazy_call`s first (as torch does). STANDIN_FAIL=record makes
-/// `_record_memory_history` raise.
+/// `_record_memory_history` raise; STANDIN_OLD=1 takes `_dump_snapshot` away (as in torch
+/// 2.0); STANDIN_BACKEND names the allocator backend; STANDIN_OOMS is how many
+/// out-of-memory errors the script runs into.
 const STANDIN: &[(&str, &str)] = &[
     (
         "torch/__init__.py",
@@ -62,7 +64,8 @@ def init():
         fn()
     _initialized = True
 def get_allocator_backend():
-    return 'native'
+    import os
+    return os.environ.get('STANDIN_BACKEND', 'native')
 "#,
     ),
     (
@@ -74,10 +77,13 @@ def _record_memory_history(enabled='all', context='all', stacks='all', max_entri
                max_entries=max_entries, initialized=torch.cuda._cpp_initialized)
     if os.environ.get('STANDIN_FAIL') == 'record':
         raise RuntimeError('no history in this build')
+def _snapshot(device=None):
+    torch._log('snapshot')
+    return {'segments': [], 'device_traces': [[]]}
 def _dump_snapshot(path):
     torch._log('dump_snapshot', path=path)
-    with open(path, 'wb') as f:
-        f.write(b'\x80\x04}\x94.')
+if os.environ.get('STANDIN_OLD'):
+    del _dump_snapshot
 "#,
     ),
 ];
@@ -92,9 +98,11 @@ const TRAIN: &str = r#"
 import sys
 import torch
 torch.cuda.init()
-# An out-of-memory: torch calls the observers before raising.
-for fn in torch._C.observers:
-    fn(0, 4096, 81920, 1024)
+# Out-of-memory errors: torch calls the observers before raising.
+import os
+for i in range(int(os.environ.get('STANDIN_OOMS', '1'))):
+    for fn in torch._C.observers:
+        fn(0, 4096 + i, 81920, 1024)
 print('script done')
 "#;
 
@@ -149,7 +157,8 @@ fn python(s: &Setup, script: &str, env: &[(&str, &str)]) -> Output {
             format!("{}/vramtrace-%h-%p.jsonl", s.root.join("traces").display()),
         )
         .env_remove("VRAMTRACE_TORCH")
-        .env_remove("VRAMTRACE_TORCH_MAX_ENTRIES");
+        .env_remove("VRAMTRACE_TORCH_MAX_ENTRIES")
+        .env_remove("VRAMTRACE_TORCH_OOM_SNAPSHOTS");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -171,13 +180,32 @@ fn names(calls: &[serde_json::Value]) -> Vec<String> {
         .collect()
 }
 
-fn pid_of(path: &Path) -> String {
-    let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    name.trim_start_matches("torch-snapshot-")
-        .split(['-', '.'])
-        .next()
+/// The files in `dir`, by name.
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
-        .to_string()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The pid in the one `torch-PID.json` in `dir`, and that file read.
+fn torch_info(dir: &Path) -> (String, serde_json::Value) {
+    let name = files(dir)
+        .into_iter()
+        .find(|n| n.starts_with("torch-") && n.ends_with(".json"))
+        .expect("a torch-PID.json");
+    let pid = name["torch-".len()..name.len() - ".json".len()].to_string();
+    let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+    (pid, serde_json::from_str(&text).unwrap())
+}
+
+fn warnings(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("vramtrace: warning: "))
+        .collect()
 }
 
 #[test]
@@ -205,8 +233,9 @@ fn history_observer_and_snapshots_once_cuda_is_up() {
             "cuda init",
             "record_memory_history",
             "attach_oom_observer",
-            "dump_snapshot",
-            "dump_snapshot"
+            "snapshot",
+            "snapshot",
+            "record_memory_history"
         ]
     );
     let rec = &calls[3];
@@ -219,33 +248,141 @@ fn history_observer_and_snapshots_once_cuda_is_up() {
         calls[4]["initialized"], true,
         "observer only once CUDA is up"
     );
+    assert_eq!(
+        calls[7]["enabled"],
+        serde_json::Value::Null,
+        "history off at exit"
+    );
 
     let traces = s.root.join("traces");
-    let oom = Path::new(calls[5]["path"].as_str().unwrap()).to_path_buf();
-    let exit = Path::new(calls[6]["path"].as_str().unwrap()).to_path_buf();
-    let pid = pid_of(&oom);
-    assert_eq!(oom, traces.join(format!("torch-snapshot-{pid}-oom.pickle")));
-    assert_eq!(exit, traces.join(format!("torch-snapshot-{pid}.pickle")));
-    assert!(oom.exists() && exit.exists());
-
-    let info: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(traces.join(format!("torch-{pid}.json"))).unwrap(),
-    )
-    .unwrap();
+    let (pid, info) = torch_info(&traces);
+    let oom = format!("torch-snapshot-{pid}-oom.pickle");
+    let exit = format!("torch-snapshot-{pid}.pickle");
+    assert_eq!(
+        files(&traces),
+        [format!("torch-{pid}.json"), oom.clone(), exit.clone()]
+    );
+    for name in [&oom, &exit] {
+        use std::os::unix::fs::PermissionsExt;
+        let path = traces.join(name);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+        let snapshot = vramtrace_analyzer::snapshot::read_snapshot(&path).unwrap();
+        assert_eq!(
+            snapshot.device_count,
+            Some(1),
+            "{name}: the stand-in's snapshot"
+        );
+        assert!(
+            snapshot.devices.iter().all(|d| d.segments.is_empty()),
+            "{name}"
+        );
+    }
     assert_eq!(info["torch_version"], "9.9.9-standin");
     assert_eq!(info["cuda_version"], "12.4");
     assert_eq!(info["allocator_backend"], "native");
     assert_eq!(info["max_entries"], 1234);
     assert_eq!(info["memory_history"], true);
-    assert_eq!(info["ooms"][0]["requested_bytes"], 4096);
+    assert_eq!(info["ooms"][0]["allocation_bytes"], 4096);
+    assert_eq!(info["ooms"][0]["device_limit_bytes"], 81920);
     assert_eq!(info["ooms"][0]["device_free_bytes"], 1024);
-    assert_eq!(
-        info["snapshots"],
-        serde_json::json!([
-            format!("torch-snapshot-{pid}-oom.pickle"),
-            format!("torch-snapshot-{pid}.pickle")
-        ])
+    assert_eq!(info["ooms"][0]["snapshot"], oom.as_str());
+    assert_eq!(info["snapshots"], serde_json::json!([oom, exit]));
+}
+
+/// Code that catches out-of-memory errors and retries smaller (cuDNN's workspace search,
+/// batch-size finders) can hit hundreds: each is listed, only the first gets a snapshot.
+#[test]
+fn repeated_out_of_memory_errors_are_listed_and_snapshotted_once() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("STANDIN_OOMS", "5")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let traces = s.root.join("traces");
+    let (pid, info) = torch_info(&traces);
+    let ooms = info["ooms"].as_array().unwrap();
+    let sizes: Vec<u64> = ooms
+        .iter()
+        .map(|o| o["allocation_bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [4096, 4097, 4098, 4099, 4100]);
+    assert_eq!(
+        ooms[0]["snapshot"],
+        format!("torch-snapshot-{pid}-oom.pickle")
+    );
+    assert!(ooms[1..].iter().all(|o| o["snapshot"].is_null()));
+    assert_eq!(
+        names(&calls(&s))
+            .iter()
+            .filter(|c| *c == "snapshot")
+            .count(),
+        2
+    );
+
+    // More when asked.
+    let s = setup();
+    let out = python(
+        &s,
+        "train.py",
+        &[
+            ("STANDIN_OOMS", "5"),
+            ("VRAMTRACE_TORCH_OOM_SNAPSHOTS", "3"),
+        ],
+    );
+    assert!(out.status.success());
+    let (pid, _) = torch_info(&s.root.join("traces"));
+    let oom_files: Vec<String> = files(&s.root.join("traces"))
+        .into_iter()
+        .filter(|n| n.contains("-oom"))
+        .collect();
+    assert_eq!(
+        oom_files,
+        [
+            format!("torch-snapshot-{pid}-oom-2.pickle"),
+            format!("torch-snapshot-{pid}-oom-3.pickle"),
+            format!("torch-snapshot-{pid}-oom.pickle"),
+        ]
+    );
+}
+
+/// torch 2.0 has another `_record_memory_history` and no snapshot dump: one warning, and
+/// the hook leaves memory history alone.
+#[test]
+fn torch_older_than_2_1_is_one_warning_and_no_history() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("STANDIN_OLD", "1")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "script done\n");
+    let w = warnings(&stderr);
+    assert_eq!(w.len(), 1, "{stderr}");
+    assert!(w[0].contains("older than 2.1"), "{stderr}");
+    let made = names(&calls(&s));
+    assert!(
+        !made
+            .iter()
+            .any(|c| c == "record_memory_history" || c == "snapshot"),
+        "{made:?}"
+    );
+}
+
+/// backend:cudaMallocAsync keeps no history and refuses snapshots: one warning, none taken.
+#[test]
+fn the_cuda_malloc_async_backend_is_one_warning_and_no_snapshot() {
+    let s = setup();
+    let out = python(&s, "train.py", &[("STANDIN_BACKEND", "cudaMallocAsync")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let w = warnings(&stderr);
+    assert_eq!(w.len(), 1, "{stderr}");
+    assert!(w[0].contains("cudaMallocAsync"), "{stderr}");
+    let made = names(&calls(&s));
+    assert!(!made.iter().any(|c| c == "snapshot"), "{made:?}");
+    let (_, info) = torch_info(&s.root.join("traces"));
+    assert_eq!(info["allocator_backend"], "cudaMallocAsync");
 }
 
 #[test]
@@ -268,10 +405,7 @@ fn a_failing_torch_is_one_warning_and_the_program_goes_on() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "script done\n");
-    let warnings: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("vramtrace: warning: "))
-        .collect();
+    let warnings = warnings(&stderr);
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].contains("no history in this build"), "{stderr}");
     assert_eq!(

@@ -7,10 +7,17 @@
 #   - waits for the program to import `torch` (it never imports torch itself), and then
 #       * once CUDA is initialised, turns on the caching allocator's memory history
 #         (python stacks, VRAMTRACE_TORCH_MAX_ENTRIES entries, default 100000) and attaches
-#         an out-of-memory observer that dumps a snapshot before the exception propagates;
-#       * dumps a snapshot at exit;
+#         an out-of-memory observer that writes a snapshot before the exception propagates
+#         (the first VRAMTRACE_TORCH_OOM_SNAPSHOTS out-of-memory errors, default 1: code
+#         that catches them and retries smaller, as cuDNN's workspace search does, can hit
+#         hundreds; every one is listed in torch-<pid>.json, and the exit snapshot's
+#         history holds them all);
+#       * writes a snapshot at exit, then turns the history off;
 #       * records the torch version and allocator settings in torch-<pid>.json.
-#   Files go beside the trace: the directory of VRAMTRACE_OUTPUT.
+#   Files go beside the trace (the directory of VRAMTRACE_OUTPUT), created new with mode
+#   0600, never through a symlink or over an existing file.
+#   torch older than 2.1 (another history API, no snapshot dump) and the cudaMallocAsync
+#   backend (no history) get one warning and no snapshots.
 # Nothing here may break the program: every failure is one line on stderr,
 # `vramtrace: warning: ...`, and the program goes on. VRAMTRACE_TORCH=0 turns it off.
 
@@ -19,7 +26,15 @@ import sys as _sys
 
 
 def _vramtrace_torch_hook():
-    state = {"warned": set(), "torch_done": False, "active": False, "ooms": 0, "info": {}}
+    state = {
+        "warned": set(),
+        "torch_done": False,
+        "active": False,
+        "snapshots": True,
+        "ooms": 0,
+        "writes": 0,
+        "info": {},
+    }
     our_dir = _os.path.dirname(_os.path.abspath(__file__))
 
     def warn(msg):
@@ -103,38 +118,79 @@ def _vramtrace_torch_hook():
         warn("VRAMTRACE_TORCH_MAX_ENTRIES=%r is not a positive integer; using 100000" % raw)
         return 100000
 
+    def positive(name, default):
+        raw = _os.environ.get(name, "")
+        if raw == "":
+            return default
+        try:
+            n = int(raw)
+            if n >= 0:
+                return n
+        except ValueError:
+            pass
+        warn("%s=%r is not a number; using %d" % (name, raw, default))
+        return default
+
+    def create(path):
+        # A new file only: never through a symlink, never over an existing file.
+        flags = _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | getattr(_os, "O_NOFOLLOW", 0)
+        return _os.fdopen(_os.open(path, flags | getattr(_os, "O_CLOEXEC", 0), 0o600), "wb")
+
     def write_info():
         import json
 
         path = _os.path.join(output_dir(), "torch-%d.json" % _os.getpid())
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state["info"], f, indent=1, sort_keys=True)
-            f.write("\n")
+        tmp = "%s.%d.tmp" % (path, len(state["info"].get("ooms", [])) + state["writes"])
+        state["writes"] += 1
+        with create(tmp) as f:
+            f.write((json.dumps(state["info"], indent=1, sort_keys=True) + "\n").encode())
         _os.replace(tmp, path)
 
     def dump(torch, name):
+        import pickle
+
         path = _os.path.join(output_dir(), name)
-        torch.cuda.memory._dump_snapshot(path)
+        snapshot = torch.cuda.memory._snapshot()
+        with create(path) as f:
+            # Protocol 4: what `vramtrace` and the memory_viz viewer read, on any Python.
+            pickle.dump(snapshot, f, protocol=4)
         state["info"].setdefault("snapshots", []).append(name)
         guarded("writing torch-%d.json" % _os.getpid(), write_info)
         return path
 
     # -- once torch is there ---------------------------------------------------------
     def on_oom(*args):
-        # torch calls it as fn(device, alloc, device_total, device_free).
-        device, alloc, device_total, device_free = (list(args) + [None] * 4)[:4]
+        # torch calls it as fn(device, size, limit, free): `size` is what the allocator
+        # tried to reserve (the request rounded up to a segment), `limit` the device's
+        # total, or the per-process fraction's limit when one is set.
+        device, size, limit, free = (list(args) + [None] * 4)[:4]
         torch = _sys.modules.get("torch")
         if torch is None:
             return
         state["ooms"] += 1
         n = state["ooms"]
-        name = "torch-snapshot-%d-oom%s.pickle" % (_os.getpid(), "" if n == 1 else "-%d" % n)
+        name = None
+        if state["snapshots"] and n <= positive("VRAMTRACE_TORCH_OOM_SNAPSHOTS", 1):
+            name = "torch-snapshot-%d-oom%s.pickle" % (_os.getpid(), "" if n == 1 else "-%d" % n)
         state["info"].setdefault("ooms", []).append(
-            {"device": device, "requested_bytes": alloc, "device_total_bytes": device_total,
-             "device_free_bytes": device_free, "snapshot": name}
+            {"device": device, "allocation_bytes": size, "device_limit_bytes": limit,
+             "device_free_bytes": free, "snapshot": name}
         )
-        guarded("dumping a snapshot at out-of-memory", dump, torch, name)
+        if name is None:
+            guarded("writing torch-%d.json" % _os.getpid(), write_info)
+        else:
+            guarded("writing a snapshot at out-of-memory", dump, torch, name)
+
+    def observer(*args):
+        # Called from inside the allocator, maybe on an autograd thread: nothing, not even
+        # KeyboardInterrupt, may leave it (it would surface as a C++ exception there).
+        try:
+            on_oom(*args)
+        except BaseException as e:
+            try:
+                warn("the out-of-memory observer failed: %s: %s" % (type(e).__name__, e))
+            except BaseException:
+                pass
 
     def on_cuda_init():
         # Runs from torch.cuda's lazy initialisation (after the C++ side is up) or at once
@@ -149,8 +205,17 @@ def _vramtrace_torch_hook():
         if get_backend is not None:
             backend = guarded("torch.cuda.get_allocator_backend()", get_backend)
             state["info"]["allocator_backend"] = backend
-        if backend == "cudaMallocAsync":
-            warn("PyTorch uses backend:cudaMallocAsync, which keeps no memory history: no snapshots")
+        if str(backend).endswith("MallocAsync"):
+            state["snapshots"] = False
+            warn("PyTorch uses backend:%s, which keeps no memory history: no snapshots" % backend)
+            guarded("writing torch-%d.json" % _os.getpid(), write_info)
+            return
+        if getattr(cuda.memory, "_dump_snapshot", None) is None:
+            # torch 2.0 and older: another _record_memory_history and no snapshot dump,
+            # and its observers run under the allocator's lock (a deadlock with the GIL).
+            state["snapshots"] = False
+            warn("torch %s is older than 2.1: no memory history, no snapshots"
+                 % state["info"].get("torch_version"))
             guarded("writing torch-%d.json" % _os.getpid(), write_info)
             return
         n = max_entries()
@@ -167,24 +232,27 @@ def _vramtrace_torch_hook():
         if attach is None:
             warn("this torch has no out-of-memory observer: no snapshot at out-of-memory")
         else:
-            guarded(
-                "attaching the out-of-memory observer",
-                attach,
-                lambda *a: guarded("the out-of-memory observer", on_oom, *a),
-            )
+            guarded("attaching the out-of-memory observer", attach, observer)
         guarded("writing torch-%d.json" % _os.getpid(), write_info)
 
     def at_exit():
         torch = _sys.modules.get("torch")
-        if torch is None or not state["active"]:
+        if torch is None or not state["active"] or not state["snapshots"]:
             return
         if not torch.cuda.is_initialized():
             return
         guarded(
-            "dumping a snapshot at exit",
+            "writing a snapshot at exit",
             dump,
             torch,
             "torch-snapshot-%d.pickle" % _os.getpid(),
+        )
+        # Allocations during the rest of the shutdown would still take Python stacks.
+        if not state["info"].get("memory_history"):
+            return
+        guarded(
+            "turning memory history off",
+            lambda: torch.cuda.memory._record_memory_history(enabled=None),
         )
 
     def torch_ready():
@@ -197,6 +265,8 @@ def _vramtrace_torch_hook():
         info["torch_version"] = str(getattr(torch, "__version__", "unknown"))
         version = getattr(torch, "version", None)
         info["cuda_version"] = getattr(version, "cuda", None)
+        # torch 2.9 reads PYTORCH_ALLOC_CONF first; the older name still works.
+        info["PYTORCH_ALLOC_CONF"] = _os.environ.get("PYTORCH_ALLOC_CONF")
         info["PYTORCH_CUDA_ALLOC_CONF"] = _os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
         info["PYTORCH_NO_CUDA_MEMORY_CACHING"] = _os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING")
         import atexit
@@ -247,14 +317,27 @@ def _vramtrace_torch_hook():
                 self.busy = False
             if spec is None or spec.loader is None:
                 return spec
-            original = spec.loader.exec_module
+            loader = spec.loader
+            original = loader.exec_module
+            own = "exec_module" in getattr(loader, "__dict__", {})
 
             def exec_module(module, _original=original, _name=fullname):
+                # A loader may be shared (a zip importer loads every module of the
+                # archive): act on this module only, and only once.
+                if getattr(module, "__name__", None) != _name:
+                    return _original(module)
+                try:
+                    if own:
+                        loader.exec_module = _original
+                    else:
+                        del loader.exec_module
+                except Exception:
+                    pass
                 _original(module)
                 guarded("the PyTorch hook", loaded, _name)
 
             try:
-                spec.loader.exec_module = exec_module
+                loader.exec_module = exec_module
             except Exception as e:
                 warn("cannot watch the import of %s: %s" % (fullname, e))
             return spec
