@@ -1,47 +1,102 @@
 #!/usr/bin/env bash
-# The real-GPU check, in one short run on a machine with an NVIDIA GPU, CUDA, PyTorch and
-# nvcc. Build here first (`cargo build --release`) and bring target/release along.
-# Prints, side by side, what the programs say of themselves and what vramtrace recorded.
+# The real-GPU check, in one short run (a few minutes) on a machine with an NVIDIA GPU,
+# CUDA, PyTorch and nvcc, but maybe no Rust: build here (`cargo build --release`) and bring
+# target/release/vramtrace and target/release/libvramtrace.so along (nothing else is used).
+#
+# Prints, side by side, what the programs say of themselves and what vramtrace recorded:
+#   - a CUDA C++ program built by nvcc (static runtime, driver reached by cuGetProcAddress);
+#   - a small PyTorch training loop with one caught out-of-memory error, under the default
+#     allocator, expandable_segments:True and backend:cudaMallocAsync: vramtrace's reserved
+#     peak beside torch.cuda.max_memory_reserved(), the snapshot's allocated peak beside
+#     max_memory_allocated(), its NVML device figure beside nvidia-smi's, and what the
+#     startup hook wrote (warnings, files, the snapshot read back).
+#
+# Work files go to $GPU_CHECK_DIR (default: $OUT/gpu-check when $OUT is set, else
+# /tmp/vramtrace-gpu-check); only that folder is emptied first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-VT=target/release/vramtrace
-OUT=${OUT:-/tmp/vramtrace-gpu-check}
-rm -rf "$OUT" && mkdir -p "$OUT"
+VT=${VT:-target/release/vramtrace}
 PY=${PYTHON:-python3}
+WORK=${GPU_CHECK_DIR:-${OUT:+$OUT/gpu-check}}
+WORK=${WORK:-/tmp/vramtrace-gpu-check}
+rm -rf "$WORK" && mkdir -p "$WORK"
+[ -x "$VT" ] || { echo "no $VT: build with cargo build --release first"; exit 1; }
+[ -f "$(dirname "$VT")/libvramtrace.so" ] || { echo "no libvramtrace.so beside $VT"; exit 1; }
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || exit 1
-$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || exit 1
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"available", torch.cuda.is_available())' || exit 1
+$VT --version
 
-peak() { # peak reserved bytes on device 0 of the process that printed pid $2, in trace dir $1
-  $VT summary --json "$1" | $PY -c '
+# vramtrace's figures for the process that printed pid $2, in trace dir $1, beside its own.
+compare() {
+  local dir=$1 pid=$2 own=$3
+  $VT summary --json "$dir" > "$dir.summary.json" || { echo "summary failed"; return; }
+  $VT timeline --json "$dir" > "$dir.timeline.json" 2> "$dir.timeline.err" || true
+  $PY - "$dir.summary.json" "$dir.timeline.json" "$pid" "$own" <<'EOF'
 import json, sys
-s = json.load(sys.stdin)
-for p in s["processes"]:
-    if p["pid"] == int(sys.argv[1]):
-        d = [d for d in p["devices"] if d["device"] == 0]
-        print(json.dumps({"vramtrace_peak_reserved": d[0]["peak_reserved_bytes"] if d else 0,
-                          "vramtrace_peak_allocated": d[0].get("peak_allocated_bytes") if d else None,
-                          "vramtrace_peak_device": d[0].get("peak_device_bytes") if d else None,
-                          "events": p["events"], "failed": p["failed_allocations"]}))' "$2"
+summary = json.load(open(sys.argv[1]))
+try:
+    timeline = json.load(open(sys.argv[2]))
+except Exception as e:
+    timeline = {"series": []}
+pid, own = int(sys.argv[3]), json.loads(sys.argv[4])
+proc = [p for p in summary["processes"] if p["pid"] == pid]
+if not proc:
+    print("no trace of pid", pid, "among", [p["pid"] for p in summary["processes"]])
+    sys.exit()
+p = proc[0]
+d = ([d for d in p["devices"] if d["device"] == 0] or [{}])[0]
+def series_max(layer):
+    best = None
+    for s in timeline["series"]:
+        if s["scope"] == "process" and s["pid"] == pid and s["layer"] == layer:
+            m = max((pt["max_bytes"] for pt in s["points"]), default=None)
+            best = m if best is None else max(best, m or 0)
+    return best
+def row(what, theirs, ours):
+    diff = "" if theirs is None or ours is None else "%+d" % (ours - theirs)
+    print("  %-34s %16s %16s %14s" % (what, theirs, ours, diff))
+print("  %-34s %16s %16s %14s" % ("", "program says", "vramtrace", "difference"))
+row("peak reserved (max_memory_reserved)", own["max_memory_reserved"], d.get("peak_reserved_bytes"))
+row("peak allocated (max_memory_allocated)", own["max_memory_allocated"], series_max("allocated_pytorch"))
+row("device, this process (nvidia-smi)", own.get("nvidia_smi_used_bytes"), series_max("device"))
+row("reserved at end (memory_reserved)", own["memory_reserved_at_end"], d.get("reserved_bytes_at_end"))
+print("  events %d, failed allocations %d (the program caught %d)" % (
+    p["events"], p["failed_allocations"], own["caught_ooms"]))
+EOF
 }
 
 echo "== nvcc, static runtime"
 if command -v nvcc >/dev/null; then
-  nvcc -o "$OUT/alloc" scripts/gpu-check/alloc.cu && \
-  $VT run -o "$OUT/alloc-traces" -- "$OUT/alloc" && $VT summary "$OUT/alloc-traces"
+  nvcc -o "$WORK/alloc" scripts/gpu-check/alloc.cu && \
+  $VT run -o "$WORK/alloc-traces" -- "$WORK/alloc" && $VT summary "$WORK/alloc-traces"
 else
   echo "nvcc not found: skipped"
 fi
 
 for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
   echo "== PyTorch training loop, PYTORCH_CUDA_ALLOC_CONF='$conf'"
-  dir="$OUT/torch-${conf//[:]/-}"
-  PYTORCH_CUDA_ALLOC_CONF="$conf" timeout 300 $VT run -o "$dir" -- $PY scripts/gpu-check/train.py > "$dir.out" 2> "$dir.err"
+  dir="$WORK/torch-${conf//[:]/-}"
+  env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF="$conf" \
+    timeout 300 $VT run -o "$dir" -- $PY scripts/gpu-check/train.py > "$dir.out" 2> "$dir.err"
   status=$?
-  tail -n 1 "$dir.out"
-  [ $status -eq 0 ] || { echo "exit $status"; tail -n 20 "$dir.err"; continue; }
-  pid=$(tail -n 1 "$dir.out" | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
-  peak "$dir" "$pid"
+  own=$(tail -n 1 "$dir.out")
+  echo "  torch says: $own"
+  echo "  vramtrace warnings: $(grep -c 'vramtrace: warning' "$dir.err")"
+  grep 'vramtrace: warning' "$dir.err" | head -n 5 | sed 's/^/    /'
+  [ $status -eq 0 ] || { echo "  exit $status"; tail -n 20 "$dir.err"; continue; }
+  pid=$(echo "$own" | $PY -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+  echo "  files: $(ls "$dir" | tr '\n' ' ')"
+  compare "$dir" "$pid" "$own"
+  for snap in "$dir"/torch-snapshot-*.pickle; do
+    [ -e "$snap" ] || continue
+    echo "  -- $(basename "$snap")"
+    $VT snapshot "$snap" 2>&1 | head -n 12 | sed 's/^/    /'
+  done
+  [ -e "$dir/torch-$pid.json" ] && sed 's/^/    /' "$dir/torch-$pid.json" | head -n 30
+  $VT oom "$dir" 2>&1 | head -n 12 | sed 's/^/    /'
 done
+du -sh "$WORK"
 echo "== done"
