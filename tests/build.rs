@@ -51,6 +51,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "random_chains",
+        "random_chains.c",
+        "random-chains",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "runtime_dynamic",
         "runtime_workload.c",
         "runtime-dynamic",

@@ -72,6 +72,63 @@ fn native_stacks_name_the_calling_functions_in_order() {
     assert_eq!(first[0].stack, first[1].stack);
 }
 
+/// Thousands of calls through random chains of same-shaped functions: every stack names
+/// exactly the chain the workload took, however much it shares with the calls before it.
+#[test]
+fn stacks_through_random_chains_name_each_call_exactly() {
+    // The third run cuts stacks at 9 frames: shorter than many chains.
+    for (seed, depth) in [("1", "64"), ("2", "64"), ("3", "9")] {
+        let run = run_sim(
+            "random_chains",
+            &["3000", seed],
+            &["--stack-depth", depth],
+            &[],
+        );
+        assert!(run.output.status.success(), "{}", run.stderr());
+        check(&run, run.truth("random-chains"), same);
+        let stdout = String::from_utf8_lossy(&run.output.stdout);
+        let chains: Vec<Value> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("VRAMTRACE_CHAIN "))
+            .map(|j| serde_json::from_str(j).unwrap())
+            .collect();
+        assert!(chains.len() >= 2000, "{} calls", chains.len());
+        let trace = &run.traces[0];
+        let calls: Vec<&Event> = trace
+            .events
+            .iter()
+            .filter(|e| matches!(e.api.name(), "cudaMalloc" | "cudaFree"))
+            .collect();
+        for (i, (chain, e)) in chains.iter().zip(&calls).enumerate() {
+            let op = if e.api.name() == "cudaMalloc" {
+                "alloc"
+            } else {
+                "free"
+            };
+            assert_eq!(chain["op"].as_str().unwrap(), op, "call {i}");
+            if op == "alloc" {
+                assert_eq!(chain["size"].as_u64().unwrap(), e.size, "call {i}");
+            }
+            let expected: Vec<&str> = chain["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            let names: Vec<String> = frames(&trace.stacks, e)
+                .iter()
+                .map(|f| f.function.clone().unwrap_or_default())
+                .collect();
+            let want = expected.len().min(depth.parse().unwrap());
+            assert!(names.len() >= want, "call {i} (seed {seed}): {names:?}");
+            assert_eq!(&names[..want], &expected[..want], "call {i} (seed {seed})");
+            if want < expected.len() {
+                assert_eq!(names.len(), want, "call {i}: cut at the depth");
+            }
+        }
+    }
+}
+
 #[test]
 fn stacks_off_records_the_same_events_and_no_stack() {
     let with = run_sim("callchain", &[], &[], &[]);
