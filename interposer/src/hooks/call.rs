@@ -1,7 +1,7 @@
 //! The hot path shared by every wrapper.
 
 use super::device;
-use crate::guard::{self, Depth};
+use crate::guard::Depth;
 use crate::stack::capture::capture;
 use crate::stack::{Registers, MAX_DEPTH};
 use crate::{clock, queue, settings, writer};
@@ -10,7 +10,7 @@ use vramtrace_schema::{Api, Event, Op};
 
 /// One intercepted call, from entry to the recorded event.
 pub struct Call {
-    _depth: Depth,
+    depth: Depth,
     record: bool,
     /// The hook's registers, where its stack starts.
     at: Registers,
@@ -25,11 +25,7 @@ impl Call {
     pub fn enter(at: Registers) -> Call {
         let depth = Depth::enter();
         let record = depth.outermost && settings::recording();
-        Call {
-            _depth: depth,
-            record,
-            at,
-        }
+        Call { depth, record, at }
     }
 
     /// Records the call. `fill` sets the API-specific fields. `t` is `None`: the time is
@@ -43,7 +39,7 @@ impl Call {
         }
         let _ = catch_unwind(AssertUnwindSafe(|| {
             let t = t.unwrap_or_else(clock::now);
-            let tid = guard::tid();
+            let tid = self.depth.tid();
             let mut event = Event::new(t, tid, device::current(), api, res);
             fill(&mut event);
             submit(tid, event, self.at);
