@@ -57,6 +57,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &[],
     ),
+    // With frame pointers: rbp-based unwind rules, whose steps use bp.
+    (
+        "random_chains_fp",
+        "random_chains.c",
+        "random-chains",
+        Link::DynamicRuntime,
+        &["-fno-omit-frame-pointer"],
+    ),
     (
         "runtime_dynamic",
         "runtime_workload.c",

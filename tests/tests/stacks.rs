@@ -76,14 +76,16 @@ fn native_stacks_name_the_calling_functions_in_order() {
 /// exactly the chain the workload took, however much it shares with the calls before it.
 #[test]
 fn stacks_through_random_chains_name_each_call_exactly() {
-    // The third run cuts stacks at 9 frames: shorter than many chains.
-    for (seed, depth) in [("1", "64"), ("2", "64"), ("3", "9")] {
-        let run = run_sim(
-            "random_chains",
-            &["3000", seed],
-            &["--stack-depth", depth],
-            &[],
-        );
+    // The third run cuts stacks at 9 frames: shorter than many chains. The last two are
+    // built with frame pointers: unwinding them uses bp.
+    for (program, seed, depth) in [
+        ("random_chains", "1", "64"),
+        ("random_chains", "2", "64"),
+        ("random_chains", "3", "9"),
+        ("random_chains_fp", "4", "64"),
+        ("random_chains_fp", "5", "9"),
+    ] {
+        let run = run_sim(program, &["3000", seed], &["--stack-depth", depth], &[]);
         assert!(run.output.status.success(), "{}", run.stderr());
         check(&run, run.truth("random-chains"), same);
         let stdout = String::from_utf8_lossy(&run.output.stdout);

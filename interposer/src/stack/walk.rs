@@ -12,6 +12,16 @@
 //! stack depth, called from elsewhere) changed a return address the previous walk read, so
 //! the comparison fails and the walk goes on.
 //!
+//! bp is compared only where it matters. Code built without frame pointers uses rbp as a
+//! plain register, so the bp a hook sees differs from call to call (it may hold the very
+//! pointer being freed), and so does every frame's until one restores it. Each step is
+//! therefore run a second time with another bp: if the outcome (return address, sp, the
+//! words read, the error if any) is the same, the step does not use bp, and it either
+//! passes bp on or replaces it with a word it read. A frame's own bp then matters only if
+//! a step from it outward uses bp before one replaces it. (In framehop's rules a step that
+//! uses bp takes sp from it - frame-pointer and rbp-based DWARF rules - so a second bp
+//! always shows.)
+//!
 //! A walk is kept outermost frame first, and its reads likewise, so that the part another
 //! walk shares - the callers - stays where it is and only the inner frames are replaced.
 
@@ -46,6 +56,49 @@ struct Step {
     /// In a kept walk: how many reads, counted from the outermost, were made from this
     /// frame outward. While walking: where this step's reads start.
     reads: u32,
+    /// What the step out of this frame does with the bp it starts from.
+    bp_use: BpUse,
+    /// In a kept walk: whether the rest of the walk from this frame depends on its bp.
+    needs_bp: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BpUse {
+    /// The step's outcome depends on bp (or nobody checked).
+    Uses,
+    /// The step does not look at bp and hands it on unchanged.
+    Passes,
+    /// The step does not look at bp and replaces it by a word it read (or nothing was
+    /// derived from the frame: the walk ended there with `out` full).
+    Replaces,
+}
+
+/// The bit flipped in bp for the second run of a step.
+const PROBE_BIT: u64 = 1 << 44;
+
+/// The addresses one step reads, for comparing its two runs.
+struct Addresses {
+    at: [u64; 16],
+    len: usize,
+    overflow: bool,
+}
+
+impl Addresses {
+    fn new() -> Addresses {
+        Addresses {
+            at: [0; 16],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    fn push(&mut self, addr: u64) {
+        match self.at.get_mut(self.len) {
+            Some(slot) => *slot = addr,
+            None => self.overflow = true,
+        }
+        self.len += 1;
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -57,11 +110,34 @@ struct State {
     bp: u64,
 }
 
+impl State {
+    /// Whether a walk from `self` goes on as one from `other` would, given the words read.
+    fn same_walk(&self, other: &State, needs_bp: bool) -> bool {
+        (self.address, self.is_return, self.ip, self.sp)
+            == (other.address, other.is_return, other.ip, other.sp)
+            && (!needs_bp || self.bp == other.bp)
+    }
+}
+
 /// A successful read of a stack word. (A refused one depends only on its address, which
 /// the earlier reads determine, so it needs no check.)
 type Read = (u64, u64);
 
 impl Walk {
+    /// Becomes `from` without its `k` innermost frames.
+    fn copy_outer(&mut self, from: &Walk, k: usize) {
+        let outer = from.steps.len() - k;
+        let joint = from.steps[outer - 1];
+        self.clear();
+        self.generation = from.generation;
+        self.steps.extend_from_slice(&from.steps[..outer]);
+        self.reads
+            .extend_from_slice(&from.reads[..joint.reads as usize]);
+        self.kept
+            .extend_from_slice(&from.kept[..joint.kept_outward as usize]);
+        self.end = from.end;
+    }
+
     fn clear(&mut self) {
         self.steps.clear();
         self.reads.clear();
@@ -88,6 +164,8 @@ struct Walk {
 /// Walks a thread keeps: two, so that a loop alternating between two places (an
 /// allocation here, its free there) joins one of them at its first frame.
 const WAYS: usize = 2;
+// `walk` hands a variant to "the other way".
+const _: () = assert!(WAYS == 2);
 
 /// A thread's unwinder cache, its last walks and room for the next.
 pub struct Memo {
@@ -132,7 +210,7 @@ impl Walk {
         let mut k = at.j;
         while k < len && self.steps[len - 1 - k].state.sp == state.sp {
             let step = &self.steps[len - 1 - k];
-            if step.state == *state && step.reads <= at.changed {
+            if step.state.same_walk(state, step.needs_bp) && step.reads <= at.changed {
                 if step.reads > at.checked {
                     let from = at.checked as usize;
                     match unchanged(&self.reads[from..step.reads as usize]) {
@@ -205,8 +283,18 @@ pub fn walk(
         for i in 0..WAYS {
             let w = (*newest + i) % WAYS;
             if let Some(k) = ways[w].joint(&mut cursors[w], &state, out.len() - n) {
-                *newest = w;
-                return join(&mut ways[w], next, k, out, n);
+                if k == 0 {
+                    *newest = w;
+                    return join(&mut ways[w], next, 0, out, n);
+                }
+                // A variant of a kept walk (other inner frames): it goes into the other
+                // way, so that a loop alternating between the two finds both.
+                let other = (w + 1) % WAYS;
+                let [a, b] = ways.each_mut();
+                let (from, to) = if w == 0 { (&*a, b) } else { (&*b, a) };
+                to.copy_outer(from, k);
+                *newest = other;
+                return join(to, next, 0, out, n);
             }
         }
         let kept = !start.ours.contains(&state.address);
@@ -215,6 +303,8 @@ pub fn walk(
             kept,
             kept_outward: 0,
             reads: next.reads.len() as u32,
+            bp_use: BpUse::Replaces,
+            needs_bp: true,
         });
         if kept {
             out[n] = state.address;
@@ -223,14 +313,24 @@ pub fn walk(
                 break End::Full;
             }
         }
+        let before = regs;
+        let mut seen = Addresses::new();
         let mut recorded = |addr: u64| {
+            seen.push(addr);
             let value = read(addr);
             if let Ok(v) = value {
                 next.reads.push((addr, v));
             }
             value
         };
-        match unwinder.unwind_frame(address, &mut regs, cache, &mut recorded) {
+        let result = unwinder.unwind_frame(address, &mut regs, cache, &mut recorded);
+        let bp_use = probe(
+            unwinder, cache, address, &before, &regs, &result, &seen, read,
+        );
+        if let Some(step) = next.steps.last_mut() {
+            step.bp_use = bp_use;
+        }
+        match result {
             Ok(Some(ret)) => match FrameAddress::from_return_address(ret) {
                 Some(a) => address = a,
                 None => break End::Stopped,
@@ -246,6 +346,47 @@ pub fn walk(
     keep_prefix(&mut ways[w], next);
     ways[w].end = Some(end);
     (n, end)
+}
+
+/// Runs the step from `before` again with another bp and says what the step does with bp:
+/// the same outcome (result, sp, ip, the addresses read) means it does not use it.
+#[allow(clippy::too_many_arguments)]
+fn probe(
+    unwinder: &Walker,
+    cache: &mut Cache,
+    address: FrameAddress,
+    before: &UnwindRegsX86_64,
+    after: &UnwindRegsX86_64,
+    result: &Result<Option<u64>, framehop::Error>,
+    seen: &Addresses,
+    read: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> BpUse {
+    if seen.overflow {
+        return BpUse::Uses;
+    }
+    let mut regs = *before;
+    regs.set_bp(before.bp() ^ PROBE_BIT);
+    let mut i = 0;
+    let mut same_reads = true;
+    let mut again = |addr: u64| {
+        same_reads &= seen.at[..seen.len].get(i) == Some(&addr);
+        i += 1;
+        read(addr)
+    };
+    let second = unwinder.unwind_frame(address, &mut regs, cache, &mut again);
+    if !same_reads || i != seen.len || second != *result {
+        return BpUse::Uses;
+    }
+    if (regs.sp(), regs.ip()) != (after.sp(), after.ip()) {
+        return BpUse::Uses;
+    }
+    if regs.bp() == after.bp() {
+        BpUse::Replaces
+    } else if after.bp() == before.bp() && regs.bp() == before.bp() ^ PROBE_BIT {
+        BpUse::Passes
+    } else {
+        BpUse::Uses
+    }
 }
 
 /// The first of `reads` whose word changed since, or `None`.
@@ -294,14 +435,22 @@ fn keep_prefix(last: &mut Walk, next: &Walk) {
     let base = last.reads.len() as u32;
     let total = next.reads.len() as u32;
     let mut kept = last.kept.len() as u32;
+    let mut outer_needs_bp = last.steps.last().is_some_and(|s| s.needs_bp);
     for s in next.steps.iter().rev() {
         if s.kept {
             last.kept.push(s.state.address);
             kept += 1;
         }
+        let needs_bp = match s.bp_use {
+            BpUse::Uses => true,
+            BpUse::Passes => outer_needs_bp,
+            BpUse::Replaces => false,
+        };
+        outer_needs_bp = needs_bp;
         last.steps.push(Step {
             reads: base + total - s.reads,
             kept_outward: kept,
+            needs_bp,
             ..*s
         });
     }
