@@ -69,37 +69,39 @@ impl Event {
     /// Appends this event as one JSON line (with its newline). Into a [`JsonBuf`], never
     /// allocates.
     pub fn write_json<O: JsonOut>(&self, out: &mut O) {
-        out.raw("{\"t\":");
-        out.u64(self.t);
-        out.raw(",\"tid\":");
-        out.u64(self.tid as u64);
-        out.raw(",\"dev\":");
-        out.i64(self.dev as i64);
-        out.raw(",\"api\":\"");
-        out.raw(self.api.name());
-        out.raw("\",\"res\":");
-        out.i64(self.res as i64);
-        let fields = [
-            ("addr", (self.addr != 0).then_some(self.addr)),
-            ("size", (self.size != 0).then_some(self.size)),
-            ("stream", self.stream),
-            ("pool", self.pool),
-            ("handle", self.handle),
-            ("offset", self.offset),
-            ("free", self.free),
-            ("total", self.total),
-            ("requested", self.requested),
-            ("stack", (self.stack != 0).then_some(self.stack)),
-        ];
-        for (key, value) in fields {
-            if let Some(v) = value {
-                out.raw(",\"");
-                out.raw(key);
-                out.raw("\":");
-                out.u64(v);
-            }
+        // Formatted on the stack, keys as literals of known length, then copied once: the
+        // writer formats every event, and this is most of its time.
+        let mut b = JsonBuf::new();
+        b.raw("{\"t\":");
+        b.u64(self.t);
+        b.raw(",\"tid\":");
+        b.u64(self.tid as u64);
+        b.raw(",\"dev\":");
+        b.i64(self.dev as i64);
+        b.raw(",\"api\":\"");
+        b.raw(self.api.name());
+        b.raw("\",\"res\":");
+        b.i64(self.res as i64);
+        macro_rules! field {
+            ($key:literal, $value:expr) => {
+                if let Some(v) = $value {
+                    b.raw(concat!(",\"", $key, "\":"));
+                    b.u64(v);
+                }
+            };
         }
-        out.raw("}\n");
+        field!("addr", (self.addr != 0).then_some(self.addr));
+        field!("size", (self.size != 0).then_some(self.size));
+        field!("stream", self.stream);
+        field!("pool", self.pool);
+        field!("handle", self.handle);
+        field!("offset", self.offset);
+        field!("free", self.free);
+        field!("total", self.total);
+        field!("requested", self.requested);
+        field!("stack", (self.stack != 0).then_some(self.stack));
+        b.raw("}\n");
+        out.bytes(b.as_bytes());
     }
 }
 
@@ -130,5 +132,42 @@ impl End {
         out.raw(",\"reason\":\"");
         out.raw(reason);
         out.raw("\"}}\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest line an event can be still fits the stack buffer it is formatted in.
+    #[test]
+    fn the_longest_event_line_fits_and_reads_back() {
+        for &api in Api::ALL {
+            let e = Event {
+                t: u64::MAX,
+                tid: u32::MAX,
+                dev: i32::MIN,
+                api,
+                res: i32::MIN,
+                addr: u64::MAX,
+                size: u64::MAX,
+                stream: Some(u64::MAX),
+                pool: Some(u64::MAX),
+                handle: Some(u64::MAX),
+                offset: Some(u64::MAX),
+                free: Some(u64::MAX),
+                total: Some(u64::MAX),
+                requested: Some(u64::MAX),
+                stack: u64::MAX,
+            };
+            let mut line = Vec::new();
+            e.write_json(&mut line);
+            assert!(line.len() < JsonBuf::CAPACITY, "{}", line.len());
+            assert_eq!(line.last(), Some(&b'\n'));
+            let back: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back["requested"], u64::MAX);
+            assert_eq!(back["stack"], u64::MAX);
+            assert_eq!(back["dev"], i32::MIN);
+        }
     }
 }

@@ -18,18 +18,8 @@ pub trait JsonOut {
         self.bytes(s.as_bytes());
     }
 
-    fn u64(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.bytes(&digits[i..]);
+    fn u64(&mut self, v: u64) {
+        self.bytes(itoa::Buffer::new().format(v).as_bytes());
     }
 
     fn i64(&mut self, v: i64) {
@@ -83,10 +73,12 @@ impl JsonBuf {
     }
 
     /// Appends text that needs no JSON escaping (keys, API names, numbers).
+    #[inline]
     pub fn raw(&mut self, s: &str) {
         self.bytes(s.as_bytes());
     }
 
+    #[inline]
     fn bytes(&mut self, b: &[u8]) {
         if self.len + b.len() > Self::CAPACITY {
             self.overflowed = true;
@@ -96,10 +88,12 @@ impl JsonBuf {
         self.len += b.len();
     }
 
+    #[inline]
     pub fn u64(&mut self, v: u64) {
         JsonOut::u64(self, v);
     }
 
+    #[inline]
     pub fn i64(&mut self, v: i64) {
         JsonOut::i64(self, v);
     }

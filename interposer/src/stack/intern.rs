@@ -14,12 +14,14 @@ use std::hash::{Hash, Hasher};
 #[derive(Default)]
 pub struct Interner {
     nodes: FxHashMap<(u64, u64), u64>,
-    /// (parent, address) of node `id`, at `id - 1`.
-    by_id: Vec<(u64, u64)>,
-    /// Innermost node of a stack, by the hash of its addresses.
-    whole: FxHashMap<u64, u64>,
+    /// Innermost node of a stack and its addresses, by the hash of its addresses: a cache
+    /// (emptied when it holds [`WHOLE_LIMIT`] stacks), checked by comparing the addresses.
+    whole: FxHashMap<u64, (u64, Box<[u64]>)>,
     ips: FxHashSet<u64>,
 }
+
+/// Stacks the whole-stack cache holds at most.
+const WHOLE_LIMIT: usize = 1 << 16;
 
 /// A node the trace does not have yet, to be written before the event that uses it.
 pub struct NewNode {
@@ -38,9 +40,9 @@ impl Interner {
             ips.hash(&mut h);
             h.finish()
         };
-        if let Some(&id) = self.whole.get(&key) {
-            if self.is(id, ips) {
-                return id;
+        if let Some((id, known)) = self.whole.get(&key) {
+            if **known == *ips {
+                return *id;
             }
         }
         let mut parent = 0;
@@ -48,7 +50,6 @@ impl Interner {
             let next = self.nodes.len() as u64 + 1;
             let id = *self.nodes.entry((parent, ip)).or_insert(next);
             if id == next {
-                self.by_id.push((parent, ip));
                 let new_ip = self.ips.insert(ip);
                 each(NewNode {
                     id,
@@ -59,23 +60,11 @@ impl Interner {
             }
             parent = id;
         }
-        self.whole.insert(key, parent);
-        parent
-    }
-
-    /// Whether node `id` is the stack `ips` (innermost first).
-    fn is(&self, mut id: u64, ips: &[u64]) -> bool {
-        for &ip in ips {
-            let Some(&(parent, at)) = id.checked_sub(1).and_then(|i| self.by_id.get(i as usize))
-            else {
-                return false;
-            };
-            if at != ip {
-                return false;
-            }
-            id = parent;
+        if self.whole.len() >= WHOLE_LIMIT {
+            self.whole.clear();
         }
-        id == 0
+        self.whole.insert(key, (parent, ips.into()));
+        parent
     }
 }
 
