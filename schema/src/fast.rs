@@ -19,8 +19,7 @@ pub fn event(line: &[u8]) -> Option<Event> {
     p.literal(b",\"dev\":")?;
     e.dev = i32::try_from(p.signed()?).ok()?;
     p.literal(b",\"api\":\"")?;
-    let name = std::str::from_utf8(p.until_quote()?).ok()?;
-    e.api = Api::from_name(name)?;
+    e.api = api(p.until_quote()?)?;
     p.literal(b",\"res\":")?;
     e.res = i32::try_from(p.signed()?).ok()?;
     match p.next()? {
@@ -36,8 +35,7 @@ pub fn event(line: &[u8]) -> Option<Event> {
         match key {
             b"api" => {
                 p.byte(b'"')?;
-                let name = std::str::from_utf8(p.until_quote()?).ok()?;
-                e.api = Api::from_name(name)?;
+                e.api = api(p.until_quote()?)?;
                 have_api = true;
             }
             b"t" => {
@@ -68,6 +66,15 @@ pub fn event(line: &[u8]) -> Option<Event> {
     (p.i == line.len() && have_t && have_api).then_some(e)
 }
 
+/// The API named by `name`. Names are ASCII: anything else is not one.
+fn api(name: &[u8]) -> Option<Api> {
+    if !name.is_ascii() {
+        return None;
+    }
+    // SAFETY: ASCII is valid UTF-8.
+    Api::from_name(unsafe { std::str::from_utf8_unchecked(name) })
+}
+
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
@@ -91,29 +98,34 @@ impl<'a> Parser<'a> {
 
     /// Bytes up to the closing quote; `None` on an escape (serde handles those).
     fn until_quote(&mut self) -> Option<&'a [u8]> {
-        let start = self.i;
-        loop {
-            match self.next()? {
-                b'"' => return Some(&self.s[start..self.i - 1]),
-                b'\\' => return None,
-                _ => {}
-            }
+        let rest = self.s.get(self.i..)?;
+        let n = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+        if rest[n] == b'\\' {
+            return None;
         }
+        self.i += n + 1;
+        Some(&rest[..n])
     }
 
     fn unsigned(&mut self) -> Option<u64> {
-        let start = self.i;
-        let mut v: u64 = 0;
-        while let Some(&b) = self.s.get(self.i) {
-            if !b.is_ascii_digit() {
-                break;
-            }
-            v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
-            self.i += 1;
-        }
+        let rest = self.s.get(self.i..)?;
+        let len = rest
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(rest.len());
         // No digits, or a leading zero of a longer number: not this writer's JSON.
-        let len = self.i - start;
-        (len > 0 && !(len > 1 && self.s[start] == b'0')).then_some(v)
+        if len == 0 || (len > 1 && rest[0] == b'0') || len > 20 {
+            return None;
+        }
+        let digits = &rest[..len];
+        self.i += len;
+        // Nineteen digits cannot overflow a u64; only a twentieth is checked.
+        let (head, last) = digits.split_at(len.min(19));
+        let v = head.iter().fold(0u64, |v, &b| v * 10 + (b - b'0') as u64);
+        match last.first() {
+            None => Some(v),
+            Some(&b) => v.checked_mul(10)?.checked_add((b - b'0') as u64),
+        }
     }
 
     fn signed(&mut self) -> Option<i64> {

@@ -35,24 +35,52 @@ struct Read_ {
     events: usize,
     notes: ReadNotes,
     error: Option<TraceError>,
+    /// The events and their stacks in order, folded into one number, to compare two reads.
+    digest: u64,
+    /// Marker names read.
+    names: usize,
 }
 
 fn read_all<R: Read>(path: &Path, input: R) -> Read_ {
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut reader = match TraceReader::new(path, input) {
+    catch_unwind(AssertUnwindSafe(|| {
+        read_from(TraceReader::new(path, input))
+    }))
+    .unwrap_or_else(|_| panic!("the reader panicked on {}", path.display()))
+}
+
+/// As [`read_all`], parsing on the reader's own thread.
+fn read_parallel<R: Read + Send + 'static>(path: &Path, input: R) -> Read_ {
+    catch_unwind(AssertUnwindSafe(|| {
+        read_from(TraceReader::new_parallel(path, input))
+    }))
+    .unwrap_or_else(|_| panic!("the parallel reader panicked on {}", path.display()))
+}
+
+fn read_from<R: Read>(opened: Result<TraceReader<R>, TraceError>) -> Read_ {
+    {
+        let mut reader = match opened {
             Ok(r) => r,
             Err(e) => {
                 return Read_ {
                     events: 0,
                     notes: ReadNotes::default(),
                     error: Some(e),
+                    digest: 0,
+                    names: 0,
                 }
             }
         };
         let mut events = 0;
+        let mut digest = 0u64;
         let error = loop {
             match reader.next_event() {
-                Ok(Some(_)) => events += 1,
+                Ok(Some(e)) => {
+                    events += 1;
+                    digest = digest.rotate_left(7) ^ e.t ^ e.addr.wrapping_mul(31);
+                    for ip in reader.stacks.ips(e.stack) {
+                        digest = digest.rotate_left(3) ^ ip;
+                    }
+                }
                 Ok(None) => break None,
                 Err(e) => break Some(e),
             }
@@ -61,9 +89,10 @@ fn read_all<R: Read>(path: &Path, input: R) -> Read_ {
             events,
             notes: reader.notes.clone(),
             error,
+            digest,
+            names: reader.names.len(),
         }
-    }));
-    result.unwrap_or_else(|_| panic!("the reader panicked on {}", path.display()))
+    }
 }
 
 fn read_file(path: &Path) -> Read_ {
@@ -172,6 +201,23 @@ fn mutated_real_traces_never_panic_and_errors_name_the_place() {
         let path = dir.path().join(format!("mutant-{n}.jsonl"));
         std::fs::write(&path, &bytes).unwrap();
         let read = read_file(&path);
+        // Parsing on the reader's own thread reads exactly the same.
+        let parallel = read_parallel(&path, std::fs::File::open(&path).unwrap());
+        assert_eq!(
+            (read.events, read.digest, read.names, &read.error),
+            (
+                parallel.events,
+                parallel.digest,
+                parallel.names,
+                &parallel.error
+            ),
+            "mutant {n} ({what}), read in line and in parallel"
+        );
+        assert_eq!(
+            format!("{:?}", read.notes),
+            format!("{:?}", parallel.notes),
+            "mutant {n}"
+        );
         if let Some(e) = &read.error {
             errors += 1;
             assert_names_place(e, &path, &bytes);

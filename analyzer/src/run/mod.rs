@@ -83,7 +83,7 @@ impl Run {
                 line: 0,
                 message: format!("cannot open: {e}"),
             });
-            match opened.and_then(|f| TraceReader::new(&file, progress.wrap(f))) {
+            match opened.and_then(|f| TraceReader::new_parallel(&file, progress.wrap(f))) {
                 Ok(reader) => {
                     processes.push(ProcessModel::new(file, reader.header().clone()));
                     sources.push(Source { reader, next: None });

@@ -1,0 +1,209 @@
+//! The lines of a trace after its header, each turned into what it records.
+
+use super::{TraceError, MAX_LINE};
+use crate::api::Api;
+use crate::event::{End, Event};
+use crate::stacks::{Frame, Node};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+/// What one line records.
+#[derive(Debug)]
+pub enum Item {
+    Event(Event),
+    End(End),
+    Frame(Frame),
+    Node(Node),
+    /// A marker name: (id, text).
+    Name(u64, String),
+    /// An event of an API this reader does not know (written by a newer interposer).
+    UnknownApi,
+    /// A record this reader does not know (a newer optional record).
+    UnknownRecord,
+    /// The last line had no newline (the process was killed mid-write): the line number
+    /// of the dropped line. Nothing follows.
+    Truncated(u64),
+}
+
+/// One line after the header. Unknown keys are ignored, so a newer minor addition (a new
+/// optional field or record) does not stop an older reader.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow)]
+    api: Option<&'a str>,
+    t: Option<u64>,
+    #[serde(default)]
+    tid: u32,
+    #[serde(default = "no_device")]
+    dev: i32,
+    #[serde(default)]
+    res: i32,
+    #[serde(default)]
+    addr: u64,
+    #[serde(default)]
+    size: u64,
+    stream: Option<u64>,
+    pool: Option<u64>,
+    handle: Option<u64>,
+    offset: Option<u64>,
+    free: Option<u64>,
+    total: Option<u64>,
+    requested: Option<u64>,
+    #[serde(default)]
+    stack: u64,
+    end: Option<End>,
+    frame: Option<Frame>,
+    node: Option<Node>,
+    name: Option<Name>,
+}
+
+/// `{"name":{"id":N,"text":"..."}}`: a marker name, before the first marker using it.
+#[derive(Deserialize)]
+struct Name {
+    id: u64,
+    text: String,
+}
+
+fn no_device() -> i32 {
+    -1
+}
+
+pub enum LineRead {
+    Eof,
+    /// A complete line (without its newline).
+    Full,
+    /// The last line, without a newline.
+    Cut,
+    TooLong,
+}
+
+/// A trace's input, line by line.
+pub struct Lines<R> {
+    pub path: PathBuf,
+    input: BufReader<R>,
+    pub line: Vec<u8>,
+    pub line_no: u64,
+}
+
+impl<R: Read> Lines<R> {
+    pub fn new(path: PathBuf, input: R) -> Lines<R> {
+        Lines {
+            path,
+            input: BufReader::with_capacity(1 << 16, input),
+            line: Vec::with_capacity(512),
+            line_no: 0,
+        }
+    }
+
+    pub fn error(&self, message: String) -> TraceError {
+        TraceError {
+            path: self.path.clone(),
+            line: self.line_no,
+            message,
+        }
+    }
+
+    /// Reads one line into `self.line`, refusing lines longer than [`MAX_LINE`] without
+    /// buffering them, and without reading the rest of such a line: a too-long line ends
+    /// the trace, so a 2-GB line costs one MiB of reading, not two GB.
+    pub fn read_line(&mut self) -> Result<LineRead, TraceError> {
+        self.line.clear();
+        loop {
+            let chunk = match self.input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.error(format!("read error: {e}"))),
+            };
+            if chunk.is_empty() {
+                if self.line.is_empty() {
+                    return Ok(LineRead::Eof);
+                }
+                self.line_no += 1;
+                return Ok(LineRead::Cut);
+            }
+            let (take, found) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            let body = if found { &chunk[..take - 1] } else { chunk };
+            if self.line.len() + body.len() > MAX_LINE {
+                self.line.clear();
+                self.line_no += 1;
+                return Ok(LineRead::TooLong);
+            }
+            self.line.extend_from_slice(body);
+            self.input.consume(take);
+            if found {
+                self.line_no += 1;
+                return Ok(LineRead::Full);
+            }
+        }
+    }
+
+    /// What the next line records; `None` at the end. Blank lines are skipped.
+    pub fn item(&mut self) -> Result<Option<Item>, TraceError> {
+        loop {
+            match self.read_line()? {
+                LineRead::Eof => return Ok(None),
+                LineRead::Cut => return Ok(Some(Item::Truncated(self.line_no))),
+                LineRead::TooLong => {
+                    return Err(self.error(format!(
+                        "line longer than {MAX_LINE} bytes: expected one JSON record per line"
+                    )))
+                }
+                LineRead::Full => {}
+            }
+            if let Some(event) = crate::fast::event(&self.line) {
+                return Ok(Some(Item::Event(event)));
+            }
+            if self.line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let line: Line = serde_json::from_slice(&self.line)
+                .map_err(|e| self.error(format!("expected a JSON event or record: {e}")))?;
+            return Ok(Some(self.record(line)?));
+        }
+    }
+
+    fn record(&self, line: Line) -> Result<Item, TraceError> {
+        if let Some(end) = line.end {
+            return Ok(Item::End(end));
+        }
+        if let Some(frame) = line.frame {
+            return Ok(Item::Frame(frame));
+        }
+        if let Some(node) = line.node {
+            return Ok(Item::Node(node));
+        }
+        if let Some(name) = line.name {
+            return Ok(Item::Name(name.id, name.text));
+        }
+        let Some(name) = line.api else {
+            return Ok(Item::UnknownRecord);
+        };
+        let Some(api) = Api::from_name(name) else {
+            return Ok(Item::UnknownApi);
+        };
+        let Some(t) = line.t else {
+            return Err(self.error(format!("event {name} has no \"t\" (time)")));
+        };
+        Ok(Item::Event(Event {
+            t,
+            tid: line.tid,
+            dev: line.dev,
+            api,
+            res: line.res,
+            addr: line.addr,
+            size: line.size,
+            stream: line.stream,
+            pool: line.pool,
+            handle: line.handle,
+            offset: line.offset,
+            free: line.free,
+            total: line.total,
+            requested: line.requested,
+            stack: line.stack,
+        }))
+    }
+}

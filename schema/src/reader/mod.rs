@@ -1,0 +1,242 @@
+//! Streaming reader: one line at a time, memory bounded by the longest line allowed and
+//! the reorder window, never by the length of the trace.
+
+use crate::event::{End, Event};
+use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
+use crate::stacks::StackTable;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+mod background;
+mod lines;
+
+use background::Background;
+use lines::{Item, LineRead, Lines};
+
+/// Longest line a reader accepts. Records are a few hundred bytes; anything longer is not
+/// something the interposer wrote.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Events are written in time order per flush; a thread preempted between its timestamp
+/// and its queue push can land a few events late. Readers restore the order within this
+/// many events.
+pub const REORDER_WINDOW: usize = 1 << 16;
+
+/// An error that names the file, the line and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceError {
+    pub path: PathBuf,
+    /// 1-based line number; 0 when the file could not be read at all.
+    pub line: u64,
+    pub message: String,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// What the reader noticed besides events.
+#[derive(Debug, Default, Clone)]
+pub struct ReadNotes {
+    /// The last line had no newline: the process was killed mid-write. It was dropped.
+    pub truncated_line: Option<u64>,
+    /// Lines with an API this reader does not know (written by a newer interposer).
+    pub unknown_apis: u64,
+    /// Lines that are neither events nor known records (newer optional records).
+    pub unknown_records: u64,
+    /// The end record, if the process ended normally.
+    pub end: Option<End>,
+}
+
+/// Reads a trace file event by event.
+pub struct TraceReader<R: Read = File> {
+    path: PathBuf,
+    source: Source<R>,
+    header: Header,
+    pub notes: ReadNotes,
+    /// Frames and stack nodes read so far (they precede the events that use them).
+    pub stacks: StackTable,
+    /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
+    pub names: std::collections::HashMap<u64, String>,
+    /// Events read ahead, kept sorted by time (stable for equal times).
+    pending: VecDeque<Event>,
+    done: bool,
+    deferred: Option<TraceError>,
+}
+
+/// Where the lines come from: parsed here, or by a thread of their own.
+enum Source<R> {
+    Inline(Lines<R>),
+    Background(Background),
+}
+
+impl TraceReader<File> {
+    /// Opens a trace and reads its header.
+    pub fn open(path: &Path) -> Result<Self, TraceError> {
+        let file = File::open(path).map_err(|e| TraceError {
+            path: path.to_path_buf(),
+            line: 0,
+            message: format!("cannot open: {e}"),
+        })?;
+        TraceReader::new(path, file)
+    }
+}
+
+impl<R: Read + Send + 'static> TraceReader<R> {
+    /// As [`TraceReader::new`], with the lines after the header parsed on a thread of
+    /// their own while there are CPUs for it (in line otherwise): the same events, records
+    /// and errors in the same order.
+    pub fn new_parallel(path: &Path, input: R) -> Result<Self, TraceError> {
+        let mut lines = Lines::new(path.to_path_buf(), input);
+        let header = read_header(&mut lines)?;
+        let source = match Background::start(lines) {
+            Ok(b) => Source::Background(b),
+            Err(lines) => Source::Inline(lines),
+        };
+        Ok(TraceReader::with(path, header, source))
+    }
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Reads the header from `input`; `path` is only used in messages.
+    pub fn new(path: &Path, input: R) -> Result<Self, TraceError> {
+        let mut lines = Lines::new(path.to_path_buf(), input);
+        let header = read_header(&mut lines)?;
+        Ok(TraceReader::with(path, header, Source::Inline(lines)))
+    }
+
+    fn with(path: &Path, header: Header, source: Source<R>) -> Self {
+        TraceReader {
+            path: path.to_path_buf(),
+            source,
+            header,
+            notes: ReadNotes::default(),
+            stacks: StackTable::default(),
+            names: Default::default(),
+            pending: VecDeque::new(),
+            done: false,
+            deferred: None,
+        }
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next event in the file's order, or `None` at the end; other records go
+    /// where they belong.
+    fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
+        loop {
+            let item = match &mut self.source {
+                Source::Inline(lines) => lines.item()?,
+                Source::Background(b) => b.item()?,
+            };
+            match item {
+                None => return Ok(None),
+                Some(Item::Event(event)) => return Ok(Some(event)),
+                Some(Item::Truncated(line)) => {
+                    self.notes.truncated_line = Some(line);
+                    return Ok(None);
+                }
+                Some(Item::End(end)) => self.notes.end = Some(end),
+                Some(Item::Frame(frame)) => self.stacks.add_frame(frame),
+                Some(Item::Node(node)) => self.stacks.add_node(node),
+                Some(Item::Name(id, text)) => {
+                    self.names.insert(id, text);
+                }
+                Some(Item::UnknownApi) => self.notes.unknown_apis += 1,
+                Some(Item::UnknownRecord) => self.notes.unknown_records += 1,
+            }
+        }
+    }
+
+    /// The next event in time order (restored within [`REORDER_WINDOW`] events).
+    /// After an error, the events read before it have all been returned.
+    pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        while !self.done && self.pending.len() < REORDER_WINDOW {
+            match self.next_raw() {
+                Ok(Some(event)) => {
+                    // Nearly always in order: an append. A late event slides back in.
+                    if self.pending.back().is_none_or(|last| last.t <= event.t) {
+                        self.pending.push_back(event);
+                    } else {
+                        let at = self.pending.partition_point(|e| e.t <= event.t);
+                        self.pending.insert(at, event);
+                    }
+                }
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    self.done = true;
+                    if self.pending.is_empty() {
+                        return Err(e);
+                    }
+                    // Hand out what was read first; the error comes after it.
+                    self.deferred = Some(e);
+                }
+            }
+        }
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
+        }
+        match self.deferred.take() {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reads and checks the first line.
+fn read_header<R: Read>(lines: &mut Lines<R>) -> Result<Header, TraceError> {
+    match lines.read_line()? {
+        LineRead::Eof => {
+            lines.line_no = 1;
+            return Err(lines.error("empty file: expected a vramtrace header".into()));
+        }
+        LineRead::TooLong => {
+            return Err(lines
+                .error("not a vramtrace trace: the first line is not a header (too long)".into()))
+        }
+        LineRead::Cut | LineRead::Full => {}
+    }
+    #[derive(Deserialize)]
+    struct Probe {
+        format: Option<String>,
+        version: Option<u64>,
+    }
+    let probe: Probe = serde_json::from_slice(&lines.line).map_err(|_| {
+        lines.error(format!(
+            "not a vramtrace trace: expected a JSON header with \"format\":\"{FORMAT_NAME}\""
+        ))
+    })?;
+    if probe.format.as_deref() != Some(FORMAT_NAME) {
+        return Err(lines.error(format!(
+            "not a vramtrace trace: expected \"format\":\"{FORMAT_NAME}\" in the header"
+        )));
+    }
+    match probe.version {
+        Some(v) if v >= 1 && v <= FORMAT_VERSION as u64 => {}
+        Some(v) => {
+            return Err(lines.error(format!(
+                "trace format version {v} is not supported: this vramtrace reads versions 1 to {FORMAT_VERSION}; a newer vramtrace is needed"
+            )))
+        }
+        None => return Err(lines.error("header has no \"version\"".into())),
+    }
+    serde_json::from_slice(&lines.line).map_err(|e| lines.error(format!("invalid header: {e}")))
+}
