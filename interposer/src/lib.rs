@@ -23,6 +23,7 @@ pub mod nvml;
 pub mod output;
 pub mod procaddr;
 pub mod queue;
+pub mod queued;
 pub mod settings;
 pub mod stack;
 pub mod symbols;

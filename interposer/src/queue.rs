@@ -6,23 +6,17 @@
 //! in a process-wide table, and a child forked while a parent thread waited inherited that
 //! entry: the child's next unlock woke the parent's ghost and its own waiter slept forever.
 
+pub use crate::queued::Queued;
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::Event;
 
 const SHARDS: usize = 64;
 
-/// An event and its raw stack: `len` return addresses from `start` in the ips buffer.
-#[derive(Clone, Copy)]
-pub struct Queued {
-    pub event: Event,
-    pub start: u32,
-    pub len: u16,
-}
-
 struct Data {
     items: Vec<Queued>,
-    ips: Vec<u64>,
+    /// Each item's return addresses and optional values ([`Queued`]).
+    words: Vec<u64>,
 }
 
 #[repr(align(128))]
@@ -34,7 +28,7 @@ static QUEUE: [Shard; SHARDS] = [const {
     Shard {
         data: Mutex::new(Data {
             items: Vec::new(),
-            ips: Vec::new(),
+            words: Vec::new(),
         }),
     }
 }; SHARDS];
@@ -51,14 +45,9 @@ fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64]) {
     let mut d = lock(&QUEUE[tid as usize % SHARDS]);
-    let start = d.ips.len() as u32;
-    d.ips.extend_from_slice(stack);
-    d.items.push(Queued {
-        event,
-        start,
-        len: stack.len() as u16,
-    });
-    let full = d.items.len() == WAKE_AT;
+    let Data { items, words } = &mut *d;
+    items.push(Queued::pack(&event, stack, words));
+    let full = items.len() == WAKE_AT;
     drop(d);
     if full {
         crate::writer::wake();
@@ -81,15 +70,15 @@ impl Default for Spares {
     }
 }
 
-/// Moves every queued event into `items` and their stacks into `ips`. A shard's lock is
+/// Moves every queued event into `items` and their words into `words`. A shard's lock is
 /// held only to swap its vectors for spare ones (a thread pushing meanwhile waits for a
 /// swap, not for a copy of the whole shard), and the vectors keep their capacity.
-pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, ips: &mut Vec<u64>) {
+pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, words: &mut Vec<u64>) {
     if spares.0.len() != SHARDS {
         spares.0 = (0..SHARDS)
             .map(|_| Data {
                 items: Vec::new(),
-                ips: Vec::new(),
+                words: Vec::new(),
             })
             .collect();
     }
@@ -101,13 +90,10 @@ pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, ips: &mut Vec<u6
             }
             std::mem::swap(&mut *d, spare);
         }
-        let offset = ips.len() as u32;
-        ips.extend_from_slice(&spare.ips);
-        spare.ips.clear();
-        items.extend(spare.items.drain(..).map(|q| Queued {
-            start: q.start + offset,
-            ..q
-        }));
+        let offset = words.len() as u32;
+        words.extend_from_slice(&spare.words);
+        spare.words.clear();
+        items.extend(spare.items.drain(..).map(|q| q.moved(q.start + offset)));
     }
 }
 
@@ -118,11 +104,11 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     for shard in &QUEUE {
         if let Ok(mut d) = shard.data.try_lock() {
             for q in d.items.iter() {
-                each(&q.event);
+                each(&q.event(&d.words));
                 n += 1;
             }
             d.items.clear();
-            d.ips.clear();
+            d.words.clear();
         }
     }
     n
@@ -149,7 +135,7 @@ pub fn unlock_all_cleared() {
     let _ = HELD.try_with(|h| {
         for d in h.borrow_mut().iter_mut() {
             d.items.clear();
-            d.ips.clear();
+            d.words.clear();
         }
         h.borrow_mut().clear();
     });

@@ -25,6 +25,7 @@ struct Writer {
     state: State,
     written: u64,
     batch: Vec<Queued>,
+    /// The batch's words: return addresses and optional values ([`Queued`]).
     ips: Vec<u64>,
     spares: queue::Spares,
     /// Events newer than the last flush's cut, held for the next one (with their stacks).
@@ -172,7 +173,7 @@ pub fn flush_from_signal(signal: i32) {
     let mut failed = false;
     for q in &w.carry {
         line.clear();
-        q.event.write_json(&mut line);
+        q.event(&w.carry_ips).write_json(&mut line);
         failed |= output::write_all(fd, line.as_bytes()).is_err();
     }
     let carried = w.carry.len();
@@ -203,15 +204,12 @@ impl Writer {
         batch.append(&mut self.carry);
         self.carry_ips.clear();
         queue::drain_into(&mut self.spares, &mut batch, &mut ips);
-        batch.sort_by_key(|q| q.event.t);
-        let keep = cut.map_or(batch.len(), |cut| {
-            batch.partition_point(|q| q.event.t <= cut)
-        });
+        batch.sort_by_key(|q| q.t);
+        let keep = cut.map_or(batch.len(), |cut| batch.partition_point(|q| q.t <= cut));
         for q in &batch[keep..] {
             let start = self.carry_ips.len() as u32;
-            self.carry_ips
-                .extend_from_slice(&ips[q.start as usize..q.start as usize + q.len as usize]);
-            self.carry.push(Queued { start, ..*q });
+            self.carry_ips.extend_from_slice(q.words_in(&ips));
+            self.carry.push(q.moved(start));
         }
         batch.truncate(keep);
         if !batch.is_empty() {
@@ -250,9 +248,9 @@ impl Writer {
         let stacks = self.stacks.get_or_insert_with(Interner::default);
         let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
         for q in batch.iter() {
-            let mut e = q.event;
+            let mut e = q.event(ips);
             if q.len > 0 {
-                let frames = &ips[q.start as usize..q.start as usize + q.len as usize];
+                let frames = q.stack(ips);
                 e.stack = stacks.intern(frames, |node| write_node(&mut text, symbols, &node));
             }
             e.write_json(&mut text);
