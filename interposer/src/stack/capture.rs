@@ -146,6 +146,9 @@ fn capture_native(out: &mut [u64], at: Registers) -> usize {
     if hi == 0 {
         return 0;
     }
+    // Callers' frames lie above the hook's sp: nothing below it is read. (The main
+    // thread's bounds come from the stack rlimit and can reach below what is mapped.)
+    let lo = lo.max(at.sp);
     let mut n = capture_with(out, lo, hi, at);
     if n == usize::MAX {
         rescan();
@@ -215,3 +218,7 @@ fn rescan() {
     LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
     *STATE.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
 }
+
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod walk_tests;

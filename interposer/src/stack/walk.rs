@@ -167,9 +167,20 @@ const WAYS: usize = 2;
 // `walk` hands a variant to "the other way".
 const _: () = assert!(WAYS == 2);
 
-/// A thread's unwinder cache, its last walks and room for the next.
+/// Frames one walk steps through at most (kept or not): a cycle of frames that do not
+/// advance cannot make it run on.
+const MAX_STEPS: usize = 4 * super::MAX_DEPTH;
+
+/// A thread's unwinder caches, its last walks and room for the next.
 pub struct Memo {
-    pub cache: Cache,
+    cache: Cache,
+    /// The bp probe's own: framehop caches its fallback rule for an address whose rule
+    /// failed, and a probe run with a made-up bp fails where the real one would not (a
+    /// frame whose DWARF rule framehop recomputes every time, as libffi's).
+    probe_cache: Cache,
+    /// The module table the caches were filled from: after a rescan they start afresh
+    /// (framehop tells tables apart by a 16-bit generation, which rescans can wrap).
+    cache_generation: u64,
     ways: [Walk; WAYS],
     /// The way joined or written most recently; the other is replaced next.
     newest: usize,
@@ -180,6 +191,8 @@ impl Memo {
     pub fn new() -> Memo {
         Memo {
             cache: Cache::new_in(),
+            probe_cache: Cache::new_in(),
+            cache_generation: 0,
             ways: Default::default(),
             newest: 0,
             next: Walk::default(),
@@ -250,11 +263,18 @@ pub fn walk(
     out: &mut [u64],
     read: &mut impl FnMut(u64) -> Result<u64, ()>,
 ) -> (usize, End) {
+    if memo.cache_generation != start.generation {
+        memo.cache = Cache::new_in();
+        memo.probe_cache = Cache::new_in();
+        memo.cache_generation = start.generation;
+    }
     let Memo {
         cache,
+        probe_cache,
         ways,
         newest,
         next,
+        ..
     } = memo;
     for way in ways.iter_mut() {
         if way.generation != start.generation {
@@ -297,6 +317,9 @@ pub fn walk(
                 return join(to, next, 0, out, n);
             }
         }
+        if next.steps.len() == MAX_STEPS {
+            break End::Stopped;
+        }
         let kept = !start.ours.contains(&state.address);
         next.steps.push(Step {
             state,
@@ -325,7 +348,14 @@ pub fn walk(
         };
         let result = unwinder.unwind_frame(address, &mut regs, cache, &mut recorded);
         let bp_use = probe(
-            unwinder, cache, address, &before, &regs, &result, &seen, read,
+            unwinder,
+            probe_cache,
+            address,
+            &before,
+            &regs,
+            &result,
+            &seen,
+            read,
         );
         if let Some(step) = next.steps.last_mut() {
             step.bp_use = bp_use;
@@ -361,7 +391,9 @@ fn probe(
     seen: &Addresses,
     read: &mut impl FnMut(u64) -> Result<u64, ()>,
 ) -> BpUse {
-    if seen.overflow {
+    // A step that failed may fail the same way with any bp (a frame-pointer rule whose bp
+    // lies below sp), and with the right one go on: only a success tells.
+    if seen.overflow || result.is_err() {
         return BpUse::Uses;
     }
     let mut regs = *before;

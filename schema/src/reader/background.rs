@@ -8,8 +8,10 @@ use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 
-/// Items per batch, and batches in flight.
+/// Items per batch, bytes of lines per batch (records can be long: frames with long
+/// names), and batches in flight.
 const BATCH: usize = 2048;
+const BATCH_BYTES: usize = 1 << 20;
 const IN_FLIGHT: usize = 4;
 
 /// Parsing threads alive now: at most one per CPU, the rest of a many-file run parses
@@ -21,6 +23,8 @@ type Batch = Vec<Result<Item, TraceError>>;
 pub struct Background {
     rx: Receiver<Batch>,
     batch: std::vec::IntoIter<Result<Item, TraceError>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    path: std::path::PathBuf,
 }
 
 /// Releases the thread's place in [`RUNNING`] however it ends.
@@ -55,8 +59,11 @@ impl Background {
                 loop {
                     let mut batch = Vec::with_capacity(BATCH);
                     let mut last = false;
-                    while batch.len() < BATCH && !last {
-                        match lines.item() {
+                    let mut bytes = 0;
+                    while batch.len() < BATCH && bytes < BATCH_BYTES && !last {
+                        let item = lines.item();
+                        bytes += lines.line.len();
+                        match item {
                             Ok(Some(item)) => {
                                 last = matches!(item, Item::Truncated(_));
                                 batch.push(Ok(item));
@@ -74,13 +81,16 @@ impl Background {
                     }
                 }
             });
-        if spawned.is_err() {
+        let Ok(thread) = spawned else {
             return Err(lines);
-        }
+        };
+        let path = lines.path.clone();
         give.send(lines).map_err(|e| e.0)?;
         Ok(Background {
             rx,
             batch: Vec::new().into_iter(),
+            thread: Some(thread),
+            path,
         })
     }
 
@@ -92,7 +102,19 @@ impl Background {
             }
             match self.rx.recv() {
                 Ok(batch) => self.batch = batch.into_iter(),
-                Err(_) => return Ok(None),
+                Err(_) => {
+                    // The thread ended: after the last batch, or (a bug) by a panic,
+                    // which must not pass for the end of the trace.
+                    let panicked = self.thread.take().is_some_and(|t| t.join().is_err());
+                    if panicked {
+                        return Err(TraceError {
+                            path: self.path.clone(),
+                            line: 0,
+                            message: "the parsing thread failed; the events after the last ones read are missing".into(),
+                        });
+                    }
+                    return Ok(None);
+                }
             }
         }
     }
