@@ -12,11 +12,13 @@
 #     startup hook wrote (warnings, files, the snapshot read back).
 #
 # Work files go to $GPU_CHECK_DIR (default: $OUT/gpu-check when $OUT is set, else
-# /tmp/vramtrace-gpu-check); only that folder is emptied first.
+# /tmp/vramtrace-gpu-check); only that folder is emptied first. GPU_CHECK_TRAIN names
+# another training script (a dry run of this script's plumbing uses a fake one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VT=${VT:-target/release/vramtrace}
 PY=${PYTHON:-python3}
+TRAIN=${GPU_CHECK_TRAIN:-scripts/gpu-check/train.py}
 WORK=${GPU_CHECK_DIR:-${OUT:+$OUT/gpu-check}}
 WORK=${WORK:-/tmp/vramtrace-gpu-check}
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -78,9 +80,10 @@ fi
 
 for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
   echo "== PyTorch training loop, PYTORCH_CUDA_ALLOC_CONF='$conf'"
-  dir="$WORK/torch-${conf//[:]/-}"
+  name=${conf:-default}
+  dir="$WORK/torch-${name//[:]/-}"
   env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF="$conf" \
-    timeout 300 $VT run -o "$dir" -- $PY scripts/gpu-check/train.py > "$dir.out" 2> "$dir.err"
+    timeout 300 $VT run -o "$dir" -- $PY "$TRAIN" > "$dir.out" 2> "$dir.err"
   status=$?
   own=$(tail -n 1 "$dir.out")
   echo "  torch says: $own"
