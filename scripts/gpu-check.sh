@@ -13,7 +13,8 @@
 #
 # Work files go to $GPU_CHECK_DIR (default: $OUT/gpu-check when $OUT is set, else
 # /tmp/vramtrace-gpu-check); only that folder is emptied first. GPU_CHECK_TRAIN names
-# another training script (a dry run of this script's plumbing uses a fake one).
+# another training script and GPU_CHECK_RUN_ARGS adds `vramtrace run` options: a dry run of
+# this script's plumbing without a GPU uses a fake script on the simulated stack (--sim).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VT=${VT:-target/release/vramtrace}
@@ -83,7 +84,7 @@ for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
   name=${conf:-default}
   dir="$WORK/torch-${name//[:]/-}"
   env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF="$conf" \
-    timeout 300 $VT run -o "$dir" -- $PY "$TRAIN" > "$dir.out" 2> "$dir.err"
+    timeout 300 $VT run ${GPU_CHECK_RUN_ARGS:-} -o "$dir" -- $PY "$TRAIN" > "$dir.out" 2> "$dir.err"
   status=$?
   own=$(tail -n 1 "$dir.out")
   echo "  torch says: $own"
