@@ -66,6 +66,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &["-fno-omit-frame-pointer"],
     ),
     (
+        "unload",
+        "unload.c",
+        "unload",
+        Link::DynamicRuntime,
+        &["-ldl"],
+    ),
+    (
         "runtime_dynamic",
         "runtime_workload.c",
         "runtime-dynamic",
@@ -255,6 +262,19 @@ fn main() {
         ]);
     }
     let lib_dir = format!("-L{}", sim.display());
+    for name in ["a", "b"] {
+        let lib = d(&format!("libvt_unload_{name}.so"));
+        gcc(&[
+            "-shared",
+            &inc_sim,
+            &format!("-DUNLOAD_NAME={name}"),
+            "-o",
+            &lib,
+            &wl.join("unload_lib.c").display().to_string(),
+            &lib_dir,
+            "-l:libcudart.so.12",
+        ]);
+    }
     for (exe, source, name, how, extra) in WORKLOADS {
         let define = format!("-DWORKLOAD_NAME=\"{name}\"");
         let (exe_path, source) = (d(exe), wl.join(source).display().to_string());

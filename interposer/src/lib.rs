@@ -28,6 +28,7 @@ pub mod settings;
 pub mod stack;
 pub mod symbols;
 pub mod trace_file;
+pub mod unload;
 pub mod warn;
 pub mod writer;
 

@@ -3,7 +3,7 @@
 //! process is about to end.
 
 use crate::queue::{self, Queued};
-use crate::stack::intern::{Interner, NewNode};
+use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
 use crate::{clock, output, settings, warn};
 use std::cell::RefCell;
@@ -247,10 +247,18 @@ impl Writer {
         }
         let stacks = self.stacks.get_or_insert_with(Interner::default);
         let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
+        // Every frame queued before a `dlclose` was written before it (it flushes first).
+        let epoch = crate::unload::begun();
+        let mut tagged = Vec::new();
         for q in batch.iter() {
             let mut e = q.event(ips);
             if q.len > 0 {
-                let frames = q.stack(ips);
+                let mut frames = q.stack(ips);
+                if epoch > 0 {
+                    tagged.clear();
+                    tagged.extend(frames.iter().map(|&ip| intern::tagged(ip, epoch)));
+                    frames = &tagged;
+                }
                 e.stack = stacks.intern(frames, |node| write_node(&mut text, symbols, &node));
             }
             e.write_json(&mut text);
@@ -277,7 +285,7 @@ impl Writer {
 /// address, with the names the symboliser found) and the node itself.
 fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode) {
     if node.new_ip {
-        let f = symbols.frame(node.ip);
+        let f = symbols.frame(intern::address(node.ip));
         let mut frame = serde_json::Map::new();
         frame.insert("ip".into(), node.ip.into());
         frame.insert("module".into(), f.module.into());

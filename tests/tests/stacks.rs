@@ -131,6 +131,40 @@ fn stacks_through_random_chains_name_each_call_exactly() {
     }
 }
 
+/// Two libraries loaded, used and unloaded in turn, each where the other was: every
+/// allocation names the function of the library that made it, not of the one that sat
+/// at that address before.
+#[test]
+fn frames_of_unloaded_libraries_keep_their_own_names() {
+    let run = run_sim("unload", &["40"], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    check(&run, run.truth("unload"), same);
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    let expected: Vec<(u64, String)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("VRAMTRACE_UNLOAD "))
+        .map(|j| {
+            let v: Value = serde_json::from_str(j).unwrap();
+            (
+                v["size"].as_u64().unwrap(),
+                v["function"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(expected.len(), 40);
+    let trace = &run.traces[0];
+    for (size, function) in &expected {
+        let events = allocations_of(&run, *size);
+        assert_eq!(events.len(), 1, "the {size}-byte allocation");
+        let names: Vec<String> = frames(&trace.stacks, &events[0])
+            .iter()
+            .map(|f| f.function.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names.first(), Some(function), "{size} bytes: {names:?}");
+        assert!(names.iter().any(|n| n == "main"), "{size} bytes: {names:?}");
+    }
+}
+
 #[test]
 fn stacks_off_records_the_same_events_and_no_stack() {
     let with = run_sim("callchain", &[], &[], &[]);

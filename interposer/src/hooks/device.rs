@@ -51,7 +51,7 @@ impl DriverFn {
         // SAFETY: valid handle and name.
         let p = unsafe { crate::dlsym::real_dlsym(handle, self.name.as_ptr()) } as usize;
         // SAFETY: balances the reference dlopen took.
-        unsafe { libc::dlclose(handle) };
+        unsafe { crate::unload::real_dlclose(handle) };
         self.address.store(p, Ordering::Release);
         p
     }

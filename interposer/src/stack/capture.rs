@@ -34,7 +34,15 @@ thread_local! {
     static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-fn build() -> State {
+/// The module table of what is loaded now, with the `dlclose` count it was taken at.
+/// Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread inside
+/// dlopen (a library constructor allocating) may be waiting on ours.
+fn build() -> (u64, State) {
+    let closes = crate::unload::begun();
+    (closes, scan())
+}
+
+fn scan() -> State {
     let mut unwinder = Walker::new();
     let mut ranges = Vec::new();
     let ours_addr = build as *const () as u64;
@@ -166,16 +174,13 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
     let mut guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     if guard.is_none() {
         drop(guard);
-        // Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread
-        // inside dlopen (a library constructor allocating) may be waiting on ours.
-        let built = build();
-        let mut w = STATE.write().unwrap_or_else(|e| e.into_inner());
-        if w.is_none() {
-            *w = Some(built);
-            LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
-        }
-        drop(w);
+        keep(build(), |current| current.is_none());
         guard = STATE.read().unwrap_or_else(|e| e.into_inner());
+    }
+    // Checked with the lock held: a `dlclose` that began has dropped the table (or waits
+    // for this walk to end before its library goes), and while it runs nothing is walked.
+    if crate::unload::under_way() {
+        return 0;
     }
     let Some(state) = guard.as_ref() else {
         return 0;
@@ -214,9 +219,23 @@ fn rescan_due() -> bool {
 }
 
 fn rescan() {
-    let state = build();
-    LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
-    *STATE.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
+    keep(build(), |_| true);
+}
+
+/// Installs a table built by [`build`] when `wanted` says so of the current one, unless a
+/// `dlclose` began since `built` started (it may list a library that is gone).
+fn keep(built: (u64, State), wanted: impl FnOnce(&Option<State>) -> bool) {
+    let (closes, state) = built;
+    let mut w = STATE.write().unwrap_or_else(|e| e.into_inner());
+    if wanted(&w) && crate::unload::begun() == closes && !crate::unload::under_way() {
+        *w = Some(state);
+        LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
+    }
+}
+
+/// A library may be unloaded: drops the module table, once every walk using it is done.
+pub fn forget_modules() {
+    *STATE.write().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 #[cfg(test)]

@@ -20,6 +20,32 @@ pub struct Interner {
     ips: FxHashSet<u64>,
 }
 
+/// Native addresses fit in 48 bits; above them, once a library was unloaded, the frames of
+/// later stacks carry how many `dlclose` calls came before (saturating), so that an address
+/// another library was loaded at is another frame in the trace. Python frames (bit 63)
+/// have their own numbering and are left as they are.
+const EPOCH_SHIFT: u32 = 48;
+const MAX_EPOCH: u64 = (1 << 15) - 1;
+const PYTHON_BIT: u64 = 1 << 63;
+
+/// `ip` as the trace records it after `epoch` unloads.
+pub fn tagged(ip: u64, epoch: u64) -> u64 {
+    if ip & PYTHON_BIT != 0 || epoch == 0 {
+        ip
+    } else {
+        ip | (epoch.min(MAX_EPOCH) << EPOCH_SHIFT)
+    }
+}
+
+/// The return address a recorded `ip` stands for.
+pub fn address(ip: u64) -> u64 {
+    if ip & PYTHON_BIT != 0 {
+        ip
+    } else {
+        ip & ((1 << EPOCH_SHIFT) - 1)
+    }
+}
+
 /// Stacks the whole-stack cache holds at most.
 const WHOLE_LIMIT: usize = 1 << 16;
 
@@ -71,6 +97,18 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn epochs_set_native_addresses_apart_and_leave_python_frames() {
+        let ip = 0x7f12_3456_7890;
+        assert_eq!(tagged(ip, 0), ip);
+        assert_ne!(tagged(ip, 1), tagged(ip, 2));
+        assert_eq!(address(tagged(ip, 3)), ip);
+        assert_eq!(address(tagged(ip, u64::MAX)), ip);
+        assert_eq!(tagged(ip, u64::MAX) & PYTHON_BIT, 0);
+        let python = PYTHON_BIT | 77;
+        assert_eq!((tagged(python, 5), address(python)), (python, python));
+    }
 
     #[test]
     fn shared_callers_are_one_node_each() {

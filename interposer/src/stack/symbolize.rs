@@ -28,12 +28,17 @@ struct Known {
 #[derive(Default)]
 pub struct Symbolizer {
     modules: Vec<Known>,
+    /// `dlclose` calls begun when `modules` was read: after one, an address may belong to
+    /// another library than it did.
+    closes: u64,
     loaders: HashMap<String, Option<addr2line::Loader>>,
 }
 
 impl Symbolizer {
     fn module(&mut self, ip: u64) -> Option<&Known> {
-        if !self.modules.iter().any(|m| m.range.contains(&ip)) {
+        let closes = crate::unload::begun();
+        if closes != self.closes || !self.modules.iter().any(|m| m.range.contains(&ip)) {
+            self.closes = closes;
             self.modules = mapped_files();
         }
         self.modules.iter().find(|m| m.range.contains(&ip))
@@ -101,6 +106,11 @@ fn mapped_files() -> Vec<Known> {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return Vec::new();
     };
+    images(&maps)
+}
+
+/// The images of files in a `/proc/PID/maps` text.
+fn images(maps: &str) -> Vec<Known> {
     let mut out: Vec<Known> = Vec::new();
     for line in maps.lines() {
         // start-end perms offset dev inode path
@@ -129,7 +139,10 @@ fn mapped_files() -> Vec<Known> {
             continue;
         };
         match out.last_mut() {
-            Some(m) if m.path == path => m.range.end = end,
+            // A mapping at file offset 0 starts another image of the file: besides the
+            // loaded one, addr2line maps the whole file to read its symbols, and that map
+            // can lie right below the library's own.
+            Some(m) if m.path == path && offset != 0 => m.range.end = end,
             _ => out.push(Known {
                 path: path.to_string(),
                 // The first mapping of an ELF file maps its start: file addresses count from it.
@@ -143,6 +156,24 @@ fn mapped_files() -> Vec<Known> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_whole_file_map_below_a_library_is_not_taken_for_it() {
+        // addr2line's map of libc.so.6 (offset 0, the whole file) right below libc itself.
+        let maps = "\
+7f0000000000-7f00001f0000 r--p 00000000 fe:00 1 /usr/lib/libc.so.6
+7f00001f0000-7f0000216000 r--p 00000000 fe:00 1 /usr/lib/libc.so.6
+7f0000216000-7f000036c000 r-xp 00026000 fe:00 1 /usr/lib/libc.so.6
+7f000036c000-7f00003c5000 rw-p 001d3000 fe:00 1 /usr/lib/libc.so.6
+7f00003c5000-7f00003c6000 rw-p 00000000 00:00 0
+";
+        let images = super::images(maps);
+        let ip = 0x7f0000216000 + 0x1234;
+        let libc = images.iter().find(|m| m.range.contains(&ip)).unwrap();
+        assert_eq!(libc.base, 0x7f00001f0000);
+        assert_eq!(ip - libc.base, 0x26000 + 0x1234);
+        assert_eq!(images.len(), 2);
+    }
+
     use super::*;
 
     #[test]
