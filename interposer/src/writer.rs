@@ -248,7 +248,7 @@ impl Writer {
         let stacks = self.stacks.get_or_insert_with(Interner::default);
         let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
         // Every frame queued before a `dlclose` was written before it (it flushes first).
-        let epoch = crate::unload::begun();
+        let epoch = crate::unload::unloads();
         let mut tagged = Vec::new();
         for q in batch.iter() {
             let mut e = q.event(ips);
@@ -323,17 +323,21 @@ thread_local! {
 pub fn before_fork() {
     let writer = lock();
     queue::lock_all();
+    crate::stack::capture::before_fork();
     let wake = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
     let _ = HELD.try_with(|h| *h.borrow_mut() = Some((writer, wake)));
 }
 
 pub fn after_fork_parent() {
+    crate::stack::capture::after_fork();
     let _ = HELD.try_with(|h| h.borrow_mut().take());
     queue::unlock_all();
 }
 
 /// fork, in the child: a fresh writer with its own file, no thread until its first event.
 pub fn after_fork_child() {
+    crate::stack::capture::after_fork();
+    crate::unload::after_fork_child();
     queue::unlock_all_cleared();
     let _ = HELD.try_with(|h| {
         if let Some((mut w, mut woken)) = h.borrow_mut().take() {

@@ -9,7 +9,7 @@ use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockWriteGuard};
 
 struct State {
     unwinder: Walker,
@@ -34,12 +34,13 @@ thread_local! {
     static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The module table of what is loaded now, with the `dlclose` count it was taken at.
-/// Built outside the lock: dl_iterate_phdr takes the loader's lock, and a thread inside
-/// dlopen (a library constructor allocating) may be waiting on ours.
-fn build() -> (u64, State) {
-    let closes = crate::unload::begun();
-    (closes, scan())
+/// The module table of what is loaded now, with the token it was taken under; none while
+/// a `dlclose` is under way. Built outside the lock: dl_iterate_phdr takes the loader's
+/// lock, and a thread inside dlopen (a library constructor allocating) may be waiting on
+/// ours.
+fn build() -> Option<(u64, State)> {
+    let token = crate::unload::quiet()?;
+    Some((token, scan()))
 }
 
 fn scan() -> State {
@@ -171,15 +172,22 @@ fn capture_native(out: &mut [u64], at: Registers) -> usize {
 
 /// `usize::MAX` asks for a rescan: a frame lay outside every known module.
 fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
+    // The memo's first use registers its destructor, which takes the loader's lock: not
+    // with the table's lock held (a dlclose holding the loader's lock may wait for it).
+    if MEMO.try_with(|_| ()).is_err() {
+        return 0;
+    }
     let mut guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     if guard.is_none() {
         drop(guard);
-        keep(build(), |current| current.is_none());
+        if let Some(built) = build() {
+            keep(built, |current| current.is_none());
+        }
         guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     }
     // Checked with the lock held: a `dlclose` that began has dropped the table (or waits
     // for this walk to end before its library goes), and while it runs nothing is walked.
-    if crate::unload::under_way() {
+    if crate::unload::quiet().is_none() {
         return 0;
     }
     let Some(state) = guard.as_ref() else {
@@ -219,15 +227,17 @@ fn rescan_due() -> bool {
 }
 
 fn rescan() {
-    keep(build(), |_| true);
+    if let Some(built) = build() {
+        keep(built, |_| true);
+    }
 }
 
 /// Installs a table built by [`build`] when `wanted` says so of the current one, unless a
 /// `dlclose` began since `built` started (it may list a library that is gone).
 fn keep(built: (u64, State), wanted: impl FnOnce(&Option<State>) -> bool) {
-    let (closes, state) = built;
+    let (token, state) = built;
     let mut w = STATE.write().unwrap_or_else(|e| e.into_inner());
-    if wanted(&w) && crate::unload::begun() == closes && !crate::unload::under_way() {
+    if wanted(&w) && crate::unload::still_quiet(token) {
         *w = Some(state);
         LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
     }
@@ -236,6 +246,23 @@ fn keep(built: (u64, State), wanted: impl FnOnce(&Option<State>) -> bool) {
 /// A library may be unloaded: drops the module table, once every walk using it is done.
 pub fn forget_modules() {
     *STATE.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+thread_local! {
+    /// The table's lock, held across a fork by the forking thread: a walk or a rebuild
+    /// half-way in another thread would leave it locked in the child for good.
+    static FORK_HELD: RefCell<Option<RwLockWriteGuard<'static, Option<State>>>> =
+        const { RefCell::new(None) };
+}
+
+pub fn before_fork() {
+    let guard = STATE.write().unwrap_or_else(|e| e.into_inner());
+    let _ = FORK_HELD.try_with(|h| *h.borrow_mut() = Some(guard));
+}
+
+/// In the parent and in the child.
+pub fn after_fork() {
+    let _ = FORK_HELD.try_with(|h| h.borrow_mut().take());
 }
 
 #[cfg(test)]

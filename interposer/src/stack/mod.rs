@@ -16,6 +16,10 @@ pub mod capture {
     }
 
     pub fn forget_modules() {}
+
+    pub fn before_fork() {}
+
+    pub fn after_fork() {}
 }
 pub mod intern;
 pub mod modules;
