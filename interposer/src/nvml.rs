@@ -134,7 +134,7 @@ fn sample(nvml: &Nvml, tid: u32) {
         e.size = mine.unwrap_or(0);
         e.free = Some(memory.free);
         e.total = Some(memory.total);
-        queue::push(tid, e, &[]);
+        queue::push(tid, e, &[], 0);
     }
 }
 

@@ -42,11 +42,13 @@ fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
     shard.data.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Queues `event` with its `stack`, taken with the module table of unload epoch `epoch`
+/// ([`crate::unload::unloads`]).
 #[inline]
-pub fn push(tid: u32, event: Event, stack: &[u64]) {
+pub fn push(tid: u32, event: Event, stack: &[u64], epoch: u64) {
     let mut d = lock(&QUEUE[tid as usize % SHARDS]);
     let Data { items, words } = &mut *d;
-    items.push(Queued::pack(&event, stack, words));
+    items.push(Queued::pack(&event, stack, epoch, words));
     let full = items.len() == WAKE_AT;
     drop(d);
     if full {
@@ -117,6 +119,12 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
 thread_local! {
     /// The shards held across a fork by the forking thread.
     static HELD: RefCell<Vec<MutexGuard<'static, Data>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers the fork-time thread-local's destructor now: registering takes the loader's
+/// lock, which must not be waited for with the queue's locks held.
+pub fn touch_fork_state() {
+    let _ = HELD.try_with(|_| ());
 }
 
 /// fork: hold every shard so that no thread is half-way through a push in the child.

@@ -20,6 +20,8 @@ pub struct Queued {
     api: Api,
     /// Bit i: optional field i (stream, pool, handle, offset, free, total, requested).
     present: u8,
+    /// The unload epoch of the module table the stack was taken with (saturating).
+    pub epoch: u16,
 }
 
 /// `Event`'s optional fields, in the order of the `present` bits.
@@ -38,7 +40,7 @@ fn optional(e: &Event) -> [Option<u64>; 7] {
 impl Queued {
     /// Packs `event`, appending `stack` and the optional values to `words`.
     #[inline]
-    pub fn pack(event: &Event, stack: &[u64], words: &mut Vec<u64>) -> Queued {
+    pub fn pack(event: &Event, stack: &[u64], epoch: u64, words: &mut Vec<u64>) -> Queued {
         let start = words.len() as u32;
         words.extend_from_slice(stack);
         let mut present = 0u8;
@@ -59,6 +61,7 @@ impl Queued {
             len: stack.len() as u16,
             api: event.api,
             present,
+            epoch: epoch.min(u16::MAX as u64) as u16,
         }
     }
 
@@ -124,13 +127,13 @@ mod tests {
         e.total = Some(u64::MAX);
         e.requested = Some(9);
         let mut words = vec![42, 43];
-        let q = Queued::pack(&e, &[0x10, 0x20, 0x30], &mut words);
+        let q = Queued::pack(&e, &[0x10, 0x20, 0x30], 0, &mut words);
         assert_eq!(std::mem::size_of::<Queued>(), 48);
         assert_eq!(q.words(), 8);
         assert_eq!(q.stack(&words), &[0x10, 0x20, 0x30]);
         assert_eq!(q.event(&words), e);
         let plain = Event::new(1, 2, 0, Api::CudaFree, 0);
-        let q = Queued::pack(&plain, &[], &mut words);
+        let q = Queued::pack(&plain, &[], 0, &mut words);
         assert_eq!((q.words(), q.stack(&words).len()), (0, 0));
         assert_eq!(q.event(&words), plain);
     }

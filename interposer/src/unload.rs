@@ -7,6 +7,7 @@
 // The exported function's safety contract is that of the C function it stands in for.
 #![allow(clippy::missing_safety_doc)]
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -55,25 +56,20 @@ pub fn unloads() -> u64 {
     UNLOADS.load(Ordering::SeqCst)
 }
 
-/// In a child after fork: no call is under way there (the thread making it is gone).
+/// In a child after fork: only the forking thread's own calls are still under way there
+/// (the other threads are gone); they end as they return.
 pub fn after_fork_child() {
-    ENDED.store(BEGUN.load(Ordering::SeqCst), Ordering::SeqCst);
+    let own = DEPTH.try_with(Cell::get).unwrap_or(0);
+    ENDED.store(BEGUN.load(Ordering::SeqCst) - own, Ordering::SeqCst);
 }
 
-/// The loader's count of unloads (`dlpi_subs`).
+thread_local! {
+    /// This thread's `dlclose` calls under way (a destructor may call it again).
+    static DEPTH: Cell<u64> = const { Cell::new(0) };
+}
+
 fn loader_unloads() -> u64 {
-    unsafe extern "C" fn first(
-        info: *mut libc::dl_phdr_info,
-        _: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        *(data as *mut u64) = (*info).dlpi_subs;
-        1
-    }
-    let mut subs = 0u64;
-    // SAFETY: the callback writes one u64 through the pointer it is given.
-    unsafe { libc::dl_iterate_phdr(Some(first), &mut subs as *mut u64 as *mut c_void) };
-    subs
+    crate::stack::modules::unloads_so_far()
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -87,6 +83,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
         }
     });
     let before = loader_unloads();
+    let _ = DEPTH.try_with(|d| d.set(d.get() + 1));
     BEGUN.fetch_add(1, Ordering::SeqCst);
     // Waits for walks under way: none reads the library while it goes.
     crate::stack::capture::forget_modules();
@@ -97,6 +94,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
         UNLOADS.fetch_add(1, Ordering::SeqCst);
     }
     ENDED.fetch_add(1, Ordering::SeqCst);
+    let _ = DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
     *libc::__errno_location() = errno;
     result
 }

@@ -247,19 +247,26 @@ impl Writer {
         }
         let stacks = self.stacks.get_or_insert_with(Interner::default);
         let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
-        // Every frame queued before a `dlclose` was written before it (it flushes first).
-        let epoch = crate::unload::unloads();
+        // Each stack is tagged with the unload epoch it was taken in; `dlclose` writes
+        // what is queued before it unloads, so nearly all are named while still mapped.
+        let now = crate::unload::unloads();
         let mut tagged = Vec::new();
         for q in batch.iter() {
             let mut e = q.event(ips);
             if q.len > 0 {
                 let mut frames = q.stack(ips);
+                let epoch = q.epoch as u64;
                 if epoch > 0 {
                     tagged.clear();
                     tagged.extend(frames.iter().map(|&ip| intern::tagged(ip, epoch)));
                     frames = &tagged;
                 }
-                e.stack = stacks.intern(frames, |node| write_node(&mut text, symbols, &node));
+                // A stack taken before an unload that came since: its addresses may now
+                // be another library's, so its native frames are left unnamed.
+                let current = epoch == now.min(u16::MAX as u64);
+                e.stack = stacks.intern(frames, |node| {
+                    write_node(&mut text, symbols, &node, current)
+                });
             }
             e.write_json(&mut text);
         }
@@ -283,9 +290,17 @@ impl Writer {
 
 /// The records a new stack node needs before the event that uses it: its frame (once per
 /// address, with the names the symboliser found) and the node itself.
-fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode) {
+fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, current: bool) {
     if node.new_ip {
-        let f = symbols.frame(intern::address(node.ip));
+        let f = if current || intern::is_python(node.ip) {
+            symbols.frame(intern::address(node.ip))
+        } else {
+            crate::stack::symbolize::FrameInfo {
+                module: "?".into(),
+                offset: intern::address(node.ip),
+                ..Default::default()
+            }
+        };
         let mut frame = serde_json::Map::new();
         frame.insert("ip".into(), node.ip.into());
         frame.insert("module".into(), f.module.into());
@@ -321,14 +336,23 @@ thread_local! {
 
 /// fork: hold the writer so the child never inherits it half-way through a write.
 pub fn before_fork() {
+    // First uses of the thread-locals that hold the guards register their destructors,
+    // which takes the loader's lock: done before any lock is taken (a thread in dlopen
+    // holding the loader's lock may be waiting for ours).
+    let _ = HELD.try_with(|_| ());
+    queue::touch_fork_state();
+    crate::stack::capture::touch_fork_state();
+    crate::stack::modules::touch_fork_state();
     let writer = lock();
     queue::lock_all();
     crate::stack::capture::before_fork();
+    crate::stack::modules::before_fork();
     let wake = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
     let _ = HELD.try_with(|h| *h.borrow_mut() = Some((writer, wake)));
 }
 
 pub fn after_fork_parent() {
+    crate::stack::modules::after_fork();
     crate::stack::capture::after_fork();
     let _ = HELD.try_with(|h| h.borrow_mut().take());
     queue::unlock_all();
@@ -336,6 +360,7 @@ pub fn after_fork_parent() {
 
 /// fork, in the child: a fresh writer with its own file, no thread until its first event.
 pub fn after_fork_child() {
+    crate::stack::modules::after_fork();
     crate::stack::capture::after_fork();
     crate::unload::after_fork_child();
     queue::unlock_all_cleared();

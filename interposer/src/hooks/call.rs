@@ -56,16 +56,16 @@ fn submit(tid: u32, event: Event, at: Registers) {
     );
     let depth = settings::get().stack_depth;
     if depth == 0 {
-        queue::push(tid, event, &[]);
+        queue::push(tid, event, &[], 0);
     } else if depth <= SHORT {
         // Most runs keep the default depth: zero a short buffer, not the longest.
         let mut stack = [0u64; SHORT];
-        let n = capture(&mut stack[..depth], at);
-        queue::push(tid, event, &stack[..n]);
+        let (n, epoch) = capture(&mut stack[..depth], at);
+        queue::push(tid, event, &stack[..n], epoch);
     } else {
         let mut stack = [0u64; MAX_DEPTH];
-        let n = capture(&mut stack[..depth], at);
-        queue::push(tid, event, &stack[..n]);
+        let (n, epoch) = capture(&mut stack[..depth], at);
+        queue::push(tid, event, &stack[..n], epoch);
     }
     if takes_memory && event.res != 0 && !event.api.is_vramtrace() {
         probe_after_failure(tid, &event);
@@ -87,5 +87,5 @@ fn probe_after_failure(tid: u32, failed: &Event) {
     let mut probe = Event::new(clock::now(), tid, failed.dev, Api::ProbeMeminfo, 0);
     probe.free = Some(free);
     probe.total = Some(total);
-    queue::push(tid, probe, &[]);
+    queue::push(tid, probe, &[], 0);
 }

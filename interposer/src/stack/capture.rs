@@ -106,13 +106,13 @@ fn stack_bounds() -> (u64, u64) {
 /// Fills `out` with the return addresses of the calling thread from the hook whose
 /// registers are `at` outward, innermost first, leaving out vramtrace's own frames.
 /// Returns how many were written (0 when the stack cannot be taken right now, e.g. during
-/// thread teardown).
-pub fn capture(out: &mut [u64], at: Registers) -> usize {
-    let n = capture_native(out, at);
+/// thread teardown) and the unload epoch of the module table used.
+pub fn capture(out: &mut [u64], at: Registers) -> (usize, u64) {
+    let (n, epoch) = capture_native(out, at);
     if !python::present() {
-        return n;
+        return (n, epoch);
     }
-    with_python(out, n)
+    (with_python(out, n), epoch)
 }
 
 /// Splices the calling thread's Python frames into its `n` native ones.
@@ -147,35 +147,37 @@ fn with_python(out: &mut [u64], n: usize) -> usize {
     }
 }
 
-fn capture_native(out: &mut [u64], at: Registers) -> usize {
+fn capture_native(out: &mut [u64], at: Registers) -> (usize, u64) {
     if out.is_empty() {
-        return 0;
+        return (0, 0);
     }
     let (lo, hi) = stack_bounds();
     if hi == 0 {
-        return 0;
+        return (0, 0);
     }
     // Callers' frames lie above the hook's sp: nothing below it is read. (The main
     // thread's bounds come from the stack rlimit and can reach below what is mapped.)
     let lo = lo.max(at.sp);
-    let mut n = capture_with(out, lo, hi, at);
-    if n == usize::MAX {
+    let mut taken = capture_with(out, lo, hi, at);
+    if taken.0 == usize::MAX {
         rescan();
-        n = capture_with(out, lo, hi, at);
+        taken = capture_with(out, lo, hi, at);
     }
-    if n == usize::MAX {
-        0
+    if taken.0 == usize::MAX {
+        (0, 0)
     } else {
-        n
+        taken
     }
 }
 
-/// `usize::MAX` asks for a rescan: a frame lay outside every known module.
-fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
+/// `usize::MAX` asks for a rescan: a frame lay outside every known module. With the
+/// count, the unload epoch of the table used, read under the table's lock: the frames'
+/// addresses mean what they meant then.
+fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> (usize, u64) {
     // The memo's first use registers its destructor, which takes the loader's lock: not
     // with the table's lock held (a dlclose holding the loader's lock may wait for it).
     if MEMO.try_with(|_| ()).is_err() {
-        return 0;
+        return (0, 0);
     }
     let mut guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     if guard.is_none() {
@@ -188,11 +190,12 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
     // Checked with the lock held: a `dlclose` that began has dropped the table (or waits
     // for this walk to end before its library goes), and while it runs nothing is walked.
     if crate::unload::quiet().is_none() {
-        return 0;
+        return (0, 0);
     }
     let Some(state) = guard.as_ref() else {
-        return 0;
+        return (0, 0);
     };
+    let epoch = crate::unload::unloads();
     let result = MEMO.try_with(|memo| {
         let mut memo = memo.try_borrow_mut().ok()?;
         let memo = memo.get_or_insert_with(|| Box::new(Memo::new()));
@@ -218,7 +221,7 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> usize {
             n
         })
     });
-    result.ok().flatten().unwrap_or(0)
+    (result.ok().flatten().unwrap_or(0), epoch)
 }
 
 fn rescan_due() -> bool {
@@ -253,6 +256,10 @@ thread_local! {
     /// half-way in another thread would leave it locked in the child for good.
     static FORK_HELD: RefCell<Option<RwLockWriteGuard<'static, Option<State>>>> =
         const { RefCell::new(None) };
+}
+
+pub fn touch_fork_state() {
+    let _ = FORK_HELD.try_with(|_| ());
 }
 
 pub fn before_fork() {

@@ -37,6 +37,11 @@ pub fn tagged(ip: u64, epoch: u64) -> u64 {
     }
 }
 
+/// Whether a recorded `ip` is a Python frame.
+pub fn is_python(ip: u64) -> bool {
+    ip & PYTHON_BIT != 0
+}
+
 /// The return address a recorded `ip` stands for.
 pub fn address(ip: u64) -> u64 {
     if ip & PYTHON_BIT != 0 {

@@ -11,11 +11,13 @@ pub mod capture;
 /// Elsewhere no stack is taken yet (the unwinder is set up for x86-64 registers).
 #[cfg(not(target_arch = "x86_64"))]
 pub mod capture {
-    pub fn capture(_out: &mut [u64], _at: super::Registers) -> usize {
-        0
+    pub fn capture(_out: &mut [u64], _at: super::Registers) -> (usize, u64) {
+        (0, 0)
     }
 
     pub fn forget_modules() {}
+
+    pub fn touch_fork_state() {}
 
     pub fn before_fork() {}
 

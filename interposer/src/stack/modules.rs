@@ -1,8 +1,10 @@
 //! The loaded modules (executable and shared libraries), as `dl_iterate_phdr` reports
 //! them: address ranges and their unwind sections, in memory.
 
+use std::cell::RefCell;
 use std::ffi::CStr;
 use std::ops::Range;
+use std::sync::{RwLock, RwLockWriteGuard};
 
 /// Bytes of a loaded module's mapped image. Valid while the module stays loaded.
 #[derive(Clone, Copy)]
@@ -145,9 +147,51 @@ fn eh_frame_of(
 /// Every module loaded now.
 pub fn loaded() -> Vec<LoadedModule> {
     let mut out = Collect(Vec::new());
+    let _scan = SCAN.read().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the callback only reads the loader's structures for the call's duration.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut out as *mut Collect as *mut libc::c_void) };
     out.0
+}
+
+/// How many objects the loader has unloaded so far (`dlpi_subs`).
+pub fn unloads_so_far() -> u64 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        *(data as *mut u64) = (*info).dlpi_subs;
+        1
+    }
+    let mut subs = 0u64;
+    let _scan = SCAN.read().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: the callback writes one u64 through the pointer it is given.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut subs as *mut u64 as *mut libc::c_void) };
+    subs
+}
+
+/// Held (shared) by every `dl_iterate_phdr` call of vramtrace's, and exclusively across a
+/// fork: glibc resets its other loader locks in the child but not the one that
+/// `dl_iterate_phdr` takes, so a fork in the middle of one left the child unable to list
+/// its modules, or to dlopen, ever again.
+static SCAN: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    static FORK_HELD: RefCell<Option<RwLockWriteGuard<'static, ()>>> = const { RefCell::new(None) };
+}
+
+pub fn touch_fork_state() {
+    let _ = FORK_HELD.try_with(|_| ());
+}
+
+pub fn before_fork() {
+    let guard = SCAN.write().unwrap_or_else(|e| e.into_inner());
+    let _ = FORK_HELD.try_with(|h| *h.borrow_mut() = Some(guard));
+}
+
+/// In the parent and in the child.
+pub fn after_fork() {
+    let _ = FORK_HELD.try_with(|h| h.borrow_mut().take());
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ extern "C" fn take() {
     let at = crate::stack::here!();
     let mut out = [0u64; 64];
     let (lo, hi) = stack_bounds();
-    let n = capture_with(&mut out, lo.max(at.sp), hi, at);
+    let (n, _) = capture_with(&mut out, lo.max(at.sp), hi, at);
     let v = if n == usize::MAX {
         vec![u64::MAX]
     } else {
