@@ -66,6 +66,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &["-fno-omit-frame-pointer"],
     ),
     (
+        "fork_in_unload",
+        "fork_in_unload.c",
+        "fork-in-unload",
+        Link::DynamicRuntime,
+        &["-ldl"],
+    ),
+    (
         "unload",
         "unload.c",
         "unload",
@@ -262,6 +269,12 @@ fn main() {
         ]);
     }
     let lib_dir = format!("-L{}", sim.display());
+    gcc(&[
+        "-shared",
+        "-o",
+        &d("libvt_fork_in_unload.so"),
+        &wl.join("fork_in_unload_lib.c").display().to_string(),
+    ]);
     for name in ["a", "b"] {
         let lib = d(&format!("libvt_unload_{name}.so"));
         gcc(&[

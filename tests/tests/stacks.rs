@@ -165,6 +165,44 @@ fn frames_of_unloaded_libraries_keep_their_own_names() {
     }
 }
 
+/// A process forked inside dlclose (a library destructor forks): after the dlclose returns,
+/// parent and child both still record stacks.
+#[test]
+fn a_fork_inside_dlclose_leaves_stacks_on_in_both_processes() {
+    let run = run_sim("fork_in_unload", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
+    let forked: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("VRAMTRACE_FORKED "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .collect();
+    assert_eq!(forked.len(), 2, "{stdout}");
+    for f in &forked {
+        let pid = f["pid"].as_u64().unwrap() as u32;
+        let size = f["size"].as_u64().unwrap();
+        let trace = run
+            .traces
+            .iter()
+            .find(|t| t.header.pid == pid)
+            .unwrap_or_else(|| panic!("a trace of {pid}"));
+        let e = trace
+            .events
+            .iter()
+            .find(|e| e.api.name() == "cudaMalloc" && e.size == size)
+            .unwrap_or_else(|| panic!("{pid}'s allocation"));
+        let names: Vec<String> = frames(&trace.stacks, e)
+            .iter()
+            .map(|f| f.function.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            names.first().map(String::as_str),
+            Some("allocate_after_unload"),
+            "process {pid}: {names:?}"
+        );
+    }
+}
+
 #[test]
 fn stacks_off_records_the_same_events_and_no_stack() {
     let with = run_sim("callchain", &[], &[], &[]);
