@@ -192,41 +192,51 @@ CUAPI CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     return r;
 }
 
-CUAPI CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmempool_attribute attr, void *value) {
+/* One table of attributes for both directions: what can be read, and what can be set. */
+static CUresult pool_attribute(CUmemoryPool pool, CUmempool_attribute attr, void *value, int set) {
     struct sim_pool *p = (struct sim_pool *)pool;
     if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
     CUresult r = pool_valid_locked(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t *bytes = (cuuint64_t *)value;
     if (!r) switch (attr) {
-        case 1: case 2: case 3: *(int *)value = 1; break; /* the reuse policies: all on */
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+        case 1: case 2: case 3: /* the reuse policies: all on, and left on */
+            if (!set) *(int *)value = 1;
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            if (set) p->release_threshold = *bytes;
+            else *bytes = p->release_threshold;
+            break;
+        /* the high watermarks may only be reset (to the current value) */
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+            if (set) p->reserved_high = p->reserved;
+            else *bytes = p->reserved_high;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+            if (set) p->used_high = p->used;
+            else *bytes = p->used_high;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+            if (set) r = CUDA_ERROR_INVALID_VALUE;
+            else *bytes = p->reserved;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+            if (set) r = CUDA_ERROR_INVALID_VALUE;
+            else *bytes = p->used;
+            break;
         default: r = CUDA_ERROR_INVALID_VALUE;
         }
     pthread_mutex_unlock(&sim_lock);
     return r;
 }
 
+CUAPI CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmempool_attribute attr, void *value) {
+    return pool_attribute(pool, attr, value, 0);
+}
+
 CUAPI CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmempool_attribute attr, void *value) {
-    struct sim_pool *p = (struct sim_pool *)pool;
-    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!value) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&sim_lock);
-    CUresult r = pool_valid_locked(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (!r) switch (attr) {
-        case 1: case 2: case 3: break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *)value; break;
-        /* the high watermarks may only be reset (to the current value) */
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = p->reserved; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = p->used; break;
-        default: r = CUDA_ERROR_INVALID_VALUE;
-        }
-    pthread_mutex_unlock(&sim_lock);
-    return r;
+    return pool_attribute(pool, attr, value, 1);
 }
 
 static CUresult device_pool(CUmemoryPool *pool, CUdevice dev, int current) {
