@@ -62,7 +62,7 @@ fn frames_json(frames: &[Frame]) -> Value {
 fn device_json(d: &DeviceSnapshot) -> Value {
     let f = figures(d);
     let t = timeline::timeline(d);
-    let ooms: Vec<Value> = timeline::ooms(d)
+    let ooms: Vec<Value> = timeline::ooms_in(d, &t)
         .iter()
         .map(|o| {
             json!({

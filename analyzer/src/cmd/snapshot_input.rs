@@ -62,7 +62,7 @@ pub fn summary(path: &Path, as_json: bool) -> Result<i32, String> {
                 "free_blocks_at_end": f.free_blocks,
                 "cached_free_bytes_at_end": f.free,
                 "segments": f.segments,
-                "failed_allocations": timeline::ooms(d).len(),
+                "failed_allocations": timeline::ooms_in(d, &t).len(),
             })
         })
         .collect();

@@ -142,11 +142,7 @@ fn devices(o: &mut String, r: &Report) {
         .iter()
         .any(|d| d.host != r.summary.devices[0].host);
     for (i, d) in r.summary.devices.iter().enumerate() {
-        let title = if many_hosts {
-            format!("{} GPU {}", d.host, d.gpu)
-        } else {
-            format!("GPU {}", d.gpu)
-        };
+        let title = crate::run::devices::gpu_label(&d.host, &d.gpu, many_hosts);
         let _ = writeln!(o, "<h2>{}</h2>", esc(&title));
         let _ = writeln!(
             o,

@@ -12,11 +12,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
         let _ = writeln!(o, "no device memory was held");
     }
     for d in &v.devices {
-        let label = if hosts.len() > 1 {
-            format!("{} GPU {}", d.host, d.gpu)
-        } else {
-            format!("GPU {}", d.gpu)
-        };
+        let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
         let what = if v.at_ns.is_some() { "live" } else { "peak" };
         let _ = writeln!(
             o,

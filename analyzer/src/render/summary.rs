@@ -22,11 +22,7 @@ pub fn text(s: &Summary) -> String {
         units::seconds(s.duration_ns)
     );
     for d in &s.devices {
-        let label = if hosts.len() > 1 {
-            format!("{} GPU {}", d.host, d.gpu)
-        } else {
-            format!("GPU {}", d.gpu)
-        };
+        let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
         let _ = writeln!(
             o,
             "{label}: peak {} at {}, {} at the end{}",

@@ -47,11 +47,7 @@ pub fn plots(t: &Timeline) -> Vec<(String, String)> {
                 // One process: its reserved line is the run's; its other layers stay.
                 lines.retain(|s| s.scope == "run" || s.layer != "reserved");
             }
-            let title = if many_hosts {
-                format!("{host} GPU {gpu}")
-            } else {
-                format!("GPU {gpu}")
-            };
+            let title = crate::run::devices::gpu_label(host, gpu, many_hosts);
             let svg = plot(&title, &lines);
             (title, svg)
         })

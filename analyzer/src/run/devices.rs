@@ -31,14 +31,14 @@ impl DeviceId {
             gpu: visible.unwrap_or_else(|| ordinal.to_string()),
         }
     }
+}
 
-    /// `GPU 3`, or `node1 GPU 3` when the run spans hosts.
-    pub fn label(&self, many_hosts: bool) -> String {
-        if many_hosts {
-            format!("{} GPU {}", self.host, self.gpu)
-        } else {
-            format!("GPU {}", self.gpu)
-        }
+/// `GPU 3`, or `node1 GPU 3` when the run spans hosts.
+pub fn gpu_label(host: &str, gpu: &str, many_hosts: bool) -> String {
+    if many_hosts {
+        format!("{host} GPU {gpu}")
+    } else {
+        format!("GPU {gpu}")
     }
 }
 

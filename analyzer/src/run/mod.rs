@@ -4,7 +4,7 @@
 //! that processes sharing a device are summed at every moment ([`RunDevices`]). Memory
 //! stays proportional to what is live: one pending event per trace, plus the models.
 
-mod devices;
+pub mod devices;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};

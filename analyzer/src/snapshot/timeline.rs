@@ -112,7 +112,11 @@ pub fn timeline(d: &DeviceSnapshot) -> Timeline {
 
 /// Every `oom` entry of the device, with reserved and in-use bytes just before it.
 pub fn ooms(d: &DeviceSnapshot) -> Vec<Oom> {
-    let t = timeline(d);
+    ooms_in(d, &timeline(d))
+}
+
+/// [`ooms`], with the device's [`timeline`] already at hand.
+pub fn ooms_in(d: &DeviceSnapshot, t: &Timeline) -> Vec<Oom> {
     d.trace
         .iter()
         .enumerate()

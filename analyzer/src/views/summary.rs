@@ -8,7 +8,6 @@ use crate::run::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use vramtrace_schema::Kind;
 use vramtrace_schema::Settings;
 
 #[derive(Serialize)]
@@ -181,20 +180,23 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         devices: p
             .devices
             .values()
-            .map(|d| DeviceSummary {
-                device: d.device,
-                gpu: crate::run::DeviceId::of(&p.header, d.device).gpu,
-                peak_reserved_bytes: d.peak_reserved,
-                peak_time_ns: run.time_of(i, d.peak_t),
-                reserved_bytes_at_end: d.reserved,
-                peak_allocated_bytes: annotated(p, d.device).map(|l| l.peak_allocated),
-                allocated_bytes_at_end: annotated(p, d.device).map(|l| l.allocated),
-                requested_bytes_at_end: annotated(p, d.device).map(|l| l.requested),
-                peak_device_bytes: p.layers.devices.get(&d.device).and_then(|l| l.peak_device),
-                largest_free_block_bytes_at_end: fragmentation(p, d.device).map(|f| f.0),
-                free_blocks_at_end: fragmentation(p, d.device).map(|f| f.1),
-                cached_free_bytes_at_end: fragmentation(p, d.device).map(|f| f.2),
-                at_peak: groups::of_process(p, &d.peak_groups),
+            .map(|d| {
+                let state = p.allocator_state(d.device);
+                DeviceSummary {
+                    device: d.device,
+                    gpu: crate::run::DeviceId::of(&p.header, d.device).gpu,
+                    peak_reserved_bytes: d.peak_reserved,
+                    peak_time_ns: run.time_of(i, d.peak_t),
+                    reserved_bytes_at_end: d.reserved,
+                    peak_allocated_bytes: annotated(p, d.device).map(|l| l.peak_allocated),
+                    allocated_bytes_at_end: annotated(p, d.device).map(|l| l.allocated),
+                    requested_bytes_at_end: annotated(p, d.device).map(|l| l.requested),
+                    peak_device_bytes: p.layers.devices.get(&d.device).and_then(|l| l.peak_device),
+                    largest_free_block_bytes_at_end: state.map(|s| s.largest_free_block_bytes),
+                    free_blocks_at_end: state.map(|s| s.free_blocks),
+                    cached_free_bytes_at_end: state.map(|s| s.cached_free_bytes),
+                    at_peak: groups::of_process(p, &d.peak_groups),
+                }
             })
             .collect(),
         failures: p
@@ -217,20 +219,4 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
 
 fn annotated(p: &ProcessModel, dev: i32) -> Option<&crate::model::layers::DeviceLayers> {
     p.layers.devices.get(&dev).filter(|l| l.annotated)
-}
-
-/// (largest free block, free blocks, free bytes) of the reserved memory on `dev` at the
-/// end, between the blocks an allocator said were live.
-fn fragmentation(p: &ProcessModel, dev: i32) -> Option<(u64, u64, u64)> {
-    annotated(p, dev)?;
-    let mut segments: Vec<(u64, u64)> = p
-        .live_blocks()
-        .filter(|b| b.dev == dev && matches!(b.kind(), Kind::Device | Kind::Managed | Kind::Pool))
-        .map(|b| (b.addr, b.size))
-        .collect();
-    segments.sort_unstable();
-    Some(crate::model::layers::free_space(
-        &segments,
-        &p.layers.live_blocks(dev),
-    ))
 }
