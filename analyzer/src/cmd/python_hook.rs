@@ -107,12 +107,8 @@ pub fn install(cmd: &mut Command, argv: &[String]) -> Option<PythonHook> {
     }
     match write_hook() {
         Ok(hook) => {
-            let dir = hook.dir.to_string_lossy().into_owned();
-            let path = match std::env::var("PYTHONPATH") {
-                Ok(rest) if !rest.is_empty() => format!("{dir}:{rest}"),
-                _ => dir,
-            };
-            cmd.env("PYTHONPATH", path);
+            let dir = hook.dir.to_string_lossy();
+            cmd.env("PYTHONPATH", super::run::prepend("PYTHONPATH", &dir));
             Some(hook)
         }
         Err(e) => {

@@ -108,7 +108,7 @@ fn default_output() -> PathBuf {
     PathBuf::from(format!("vramtrace-{stamp}"))
 }
 
-fn prepend(var: &str, first: &str) -> String {
+pub(crate) fn prepend(var: &str, first: &str) -> String {
     match std::env::var(var) {
         Ok(rest) if !rest.is_empty() => format!("{first}:{rest}"),
         _ => first.to_string(),

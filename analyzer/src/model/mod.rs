@@ -1,8 +1,8 @@
 //! Replaying a trace: the state that one streaming pass over the events builds, in
 //! memory proportional to what is live, never to the length of the trace.
 //!
-//! [`ProcessModel::apply`] is the only place where events change state. Views watch the
-//! replay through [`ProcessModel::replay`]'s callback, or read the state it ends with.
+//! [`ProcessModel::apply`] is the only place where events change state; the run
+//! ([`crate::run::Run::load`]) applies every event and views read the state it ends with.
 
 mod block;
 mod device;

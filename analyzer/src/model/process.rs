@@ -8,7 +8,7 @@ use super::physical::PhysicalTracker;
 use super::Map;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
+use vramtrace_schema::reader::{ReadNotes, TraceError};
 use vramtrace_schema::{Api, Event, Header, Kind, Op, StackTable};
 
 /// What a process did, counted by call.
@@ -92,30 +92,6 @@ impl ProcessModel {
             recent: VecDeque::with_capacity(RECENT_EVENTS),
             changes: Vec::new(),
         }
-    }
-
-    /// Reads the whole trace, calling `each` after every event has been applied.
-    pub fn replay<R: std::io::Read>(
-        mut reader: TraceReader<R>,
-        mut each: impl FnMut(&Event, &ProcessModel),
-    ) -> ProcessModel {
-        let mut model = ProcessModel::new(reader.path().to_path_buf(), reader.header().clone());
-        loop {
-            match reader.next_event() {
-                Ok(Some(event)) => {
-                    model.apply(&event);
-                    each(&event, &model);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    model.error = Some(e);
-                    break;
-                }
-            }
-        }
-        model.notes = reader.notes.clone();
-        model.finish();
-        model
     }
 
     /// Applies one event. [`ProcessModel::changes`] then tells what it did to device memory.

@@ -27,8 +27,6 @@ pub struct Run {
     pub origins: Vec<u64>,
     /// Wall clock (ns since the Unix epoch) at run time 0.
     pub start_unix_ns: u64,
-    /// Whether the run spans several hosts (then clocks are aligned by wall clock).
-    pub many_hosts: bool,
     /// Per physical device, all processes summed.
     pub devices: RunDevices,
     /// Run time of the last event seen.
@@ -91,13 +89,12 @@ impl Run {
                 Err(e) => unreadable.push(e),
             }
         }
-        let (origins, start_unix_ns, many_hosts) = clock(&processes);
+        let (origins, start_unix_ns) = clock(&processes);
         let mut run = Run {
             processes,
             unreadable,
             origins,
             start_unix_ns,
-            many_hosts,
             devices: RunDevices::default(),
             end_time: 0,
         };
@@ -137,15 +134,11 @@ impl Run {
             }
         }
         progress.done();
-        for (model, source) in run.processes.iter_mut().zip(&sources) {
-            model.notes = source.reader.notes.clone();
-            model.stacks = source.reader.stacks.clone();
-            model.names = source
-                .reader
-                .names
-                .iter()
-                .map(|(k, v)| (*k, v.clone()))
-                .collect();
+        for (model, source) in run.processes.iter_mut().zip(&mut sources) {
+            let reader = &mut source.reader;
+            model.notes = std::mem::take(&mut reader.notes);
+            model.stacks = std::mem::take(&mut reader.stacks);
+            model.names = std::mem::take(&mut reader.names).into_iter().collect();
             model.finish();
         }
         run.devices.finish();
@@ -167,16 +160,6 @@ impl Run {
                 None
             }
         }
-    }
-
-    /// A process-relative time as time since the run's start.
-    pub fn run_time(&self, process: &ProcessModel, t: u64) -> u64 {
-        let i = self
-            .processes
-            .iter()
-            .position(|p| std::ptr::eq(p, process))
-            .unwrap_or(0);
-        self.origins.get(i).copied().unwrap_or(0) + t
     }
 
     /// Run time of process `i`'s time `t`.
@@ -219,12 +202,12 @@ impl Run {
     }
 }
 
-/// Each process's origin on the run clock, the wall clock at run time 0, and whether the
-/// run spans hosts. One host: CLOCK_MONOTONIC is shared, so origins are exact. Several
-/// hosts: monotonic clocks are unrelated, so processes are aligned by wall clock.
-fn clock(processes: &[ProcessModel]) -> (Vec<u64>, u64, bool) {
+/// Each process's origin on the run clock and the wall clock at run time 0. One host:
+/// CLOCK_MONOTONIC is shared, so origins are exact. Several hosts: monotonic clocks are
+/// unrelated, so processes are aligned by wall clock.
+fn clock(processes: &[ProcessModel]) -> (Vec<u64>, u64) {
     let Some(first) = processes.first() else {
-        return (Vec::new(), 0, false);
+        return (Vec::new(), 0);
     };
     let many_hosts = processes.iter().any(|p| p.header.host != first.header.host);
     let origin = |p: &ProcessModel| {
@@ -242,5 +225,5 @@ fn clock(processes: &[ProcessModel]) -> (Vec<u64>, u64, bool) {
         .map(|(p, &o)| p.header.start_unix_ns.saturating_sub(o))
         .min()
         .unwrap_or(0);
-    (origins, start_unix_ns, many_hosts)
+    (origins, start_unix_ns)
 }

@@ -1,8 +1,6 @@
 //! From a decoded pickle to the snapshot model, for every generation of the format.
 
-use super::model::{
-    Action, Block, BlockState, DeviceSnapshot, Frame, Generation, Segment, Snapshot, TraceEntry,
-};
+use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -295,12 +293,5 @@ fn to_json(p: &Pickle, v: Value, depth: usize) -> serde_json::Value {
                 })
                 .collect(),
         ),
-    }
-}
-
-impl DeviceSnapshot {
-    /// Trace entries of one action.
-    pub fn entries<'a>(&'a self, action: &'a Action) -> impl Iterator<Item = &'a TraceEntry> {
-        self.trace.iter().filter(move |e| &e.action == action)
     }
 }

@@ -59,6 +59,19 @@ impl MemoryVizBuilder {
         });
     }
 
+    /// A free as the viewer shows one: requested, then completed.
+    fn push_free(
+        &mut self,
+        dev: i32,
+        process: usize,
+        stack: u64,
+        entry: impl Fn(Action) -> TraceEntry,
+    ) {
+        for action in [Action::FreeRequested, Action::FreeCompleted] {
+            self.push(dev, process, stack, entry(action));
+        }
+    }
+
     pub fn step(&mut self, s: &Step) {
         let p = s.process;
         if self.segments.len() <= p {
@@ -104,18 +117,7 @@ impl MemoryVizBuilder {
             Op::Free if e.ok() => {
                 if let Some(seg) = self.segments[p].remove(&e.addr) {
                     if !self.annotated[p] {
-                        self.push(
-                            seg.dev,
-                            p,
-                            seg.stack,
-                            entry(Action::FreeRequested, e.addr, seg.size),
-                        );
-                        self.push(
-                            seg.dev,
-                            p,
-                            seg.stack,
-                            entry(Action::FreeCompleted, e.addr, seg.size),
-                        );
+                        self.push_free(seg.dev, p, seg.stack, |a| entry(a, e.addr, seg.size));
                     }
                     self.push(
                         seg.dev,
@@ -137,18 +139,7 @@ impl MemoryVizBuilder {
             }
             Op::BlockFree => {
                 if let Some(b) = self.blocks[p].remove(&e.addr) {
-                    self.push(
-                        b.dev,
-                        p,
-                        b.stack,
-                        entry(Action::FreeRequested, e.addr, b.size),
-                    );
-                    self.push(
-                        b.dev,
-                        p,
-                        b.stack,
-                        entry(Action::FreeCompleted, e.addr, b.size),
-                    );
+                    self.push_free(b.dev, p, b.stack, |a| entry(a, e.addr, b.size));
                 }
             }
             _ => {}
@@ -183,9 +174,9 @@ impl MemoryVizBuilder {
             for (&addr, seg) in live {
                 let end = addr + seg.size;
                 let inside: Vec<Block> = if self.annotated[p] {
-                    blocks
+                    blocks[blocks.partition_point(|b| *b.0 < addr)..]
                         .iter()
-                        .filter(|(&a, _)| a >= addr && a < end)
+                        .take_while(|(&a, _)| a < end)
                         .map(|(&a, b)| {
                             block(
                                 a,
@@ -250,10 +241,9 @@ fn block(address: u64, size: u64, state: BlockState, frames: Vec<Frame>) -> Bloc
     }
 }
 
-/// The segment's blocks in address order, with the space between them as inactive blocks
-/// (what the viewer draws as cached, free memory).
-fn with_free_gaps(start: u64, size: u64, mut blocks: Vec<Block>) -> Vec<Block> {
-    blocks.sort_by_key(|b| b.address);
+/// The segment's blocks (given in address order), with the space between them as inactive
+/// blocks (what the viewer draws as cached, free memory).
+fn with_free_gaps(start: u64, size: u64, blocks: Vec<Block>) -> Vec<Block> {
     let mut out = Vec::with_capacity(blocks.len() * 2 + 1);
     let mut at = start;
     for b in blocks {
