@@ -24,7 +24,7 @@ pub unsafe extern "C" fn vramtrace_block_alloc(
     device: c_int,
     stream: *mut c_void,
 ) {
-    Call::enter(here!()).finish(None, Api::VramtraceBlockAlloc, 0, |e| {
+    Call::enter(here!()).finish(Api::VramtraceBlockAlloc, 0, |e| {
         e.dev = device;
         e.addr = addr;
         e.size = size;
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn vramtrace_block_alloc(
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn vramtrace_block_free(addr: u64, device: c_int, stream: *mut c_void) {
     let call = Call::enter(here!());
-    call.finish(None, Api::VramtraceBlockFree, 0, |e| {
+    call.finish(Api::VramtraceBlockFree, 0, |e| {
         e.dev = device;
         e.addr = addr;
         e.stream = Some(stream as u64);
@@ -57,7 +57,7 @@ pub unsafe extern "C" fn vramtrace_marker(name: *const c_char) {
             list.len() as u64
         })
     };
-    Call::enter(here!()).finish(None, Api::VramtraceMarker, 0, |e| e.handle = Some(id));
+    Call::enter(here!()).finish(Api::VramtraceMarker, 0, |e| e.handle = Some(id));
 }
 
 /// Names with an id above `written`, for the writer: `(id, name)`.

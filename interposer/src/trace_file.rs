@@ -37,9 +37,7 @@ fn header() -> Header {
         ppid: unsafe { libc::getppid() } as u32,
         host: hostname(),
         argv,
-        exe: std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        exe: crate::stack::modules::exe().to_string(),
         start_unix_ns: clock::origin_unix_ns(),
         start_mono_ns: clock::origin_mono_ns(),
         env,

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-use vramtrace_schema::{End, JsonBuf};
+use vramtrace_schema::{End, JsonBuf, JsonOut};
 
 enum State {
     /// No file yet: it is created with the first flush that has something to write, so a
@@ -301,31 +301,24 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
                 ..Default::default()
             }
         };
-        let mut frame = serde_json::Map::new();
-        frame.insert("ip".into(), node.ip.into());
-        frame.insert("module".into(), f.module.into());
-        frame.insert("offset".into(), f.offset.into());
-        if let Some(function) = f.function {
-            frame.insert("function".into(), function.into());
-        }
-        if let Some(file) = f.file {
-            frame.insert("file".into(), file.into());
-        }
-        if let Some(line) = f.line {
-            frame.insert("line".into(), line.into());
-        }
+        let frame = vramtrace_schema::Frame {
+            ip: node.ip,
+            module: f.module,
+            offset: f.offset,
+            function: f.function,
+            file: f.file,
+            line: f.line,
+        };
         let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
         text.push(b'\n');
     }
-    let mut line = JsonBuf::new();
-    line.raw("{\"node\":{\"id\":");
-    line.u64(node.id);
-    line.raw(",\"parent\":");
-    line.u64(node.parent);
-    line.raw(",\"ip\":");
-    line.u64(node.ip);
-    line.raw("}}\n");
-    text.extend_from_slice(line.as_bytes());
+    text.raw("{\"node\":{\"id\":");
+    text.u64(node.id);
+    text.raw(",\"parent\":");
+    text.u64(node.parent);
+    text.raw(",\"ip\":");
+    text.u64(node.ip);
+    text.raw("}}\n");
 }
 
 thread_local! {

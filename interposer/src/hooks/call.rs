@@ -28,17 +28,17 @@ impl Call {
         Call { depth, record, at }
     }
 
-    /// Records the call. `fill` sets the API-specific fields. `t` is `None`: the time is
-    /// taken now, right after the real call and right before the push, for every call.
-    /// (Timing frees before the call held them back by however long the call blocked -
-    /// over a second on a contended driver lock - and the trace then left time order.)
+    /// Records the call. `fill` sets the API-specific fields. The time is taken now, right
+    /// after the real call and right before the push, for every call. (Timing frees before
+    /// the call held them back by however long the call blocked - over a second on a
+    /// contended driver lock - and the trace then left time order.)
     #[inline]
-    pub fn finish(self, t: Option<u64>, api: Api, res: i32, fill: impl FnOnce(&mut Event)) {
+    pub fn finish(self, api: Api, res: i32, fill: impl FnOnce(&mut Event)) {
         if !self.record {
             return;
         }
         let _ = catch_unwind(AssertUnwindSafe(|| {
-            let t = t.unwrap_or_else(clock::now);
+            let t = clock::now();
             let tid = self.depth.tid();
             let mut event = Event::new(t, tid, device::current(), api, res);
             fill(&mut event);

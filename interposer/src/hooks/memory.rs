@@ -14,7 +14,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> c
     };
     let call = Call::enter(here!());
     let r = real(dptr, size);
-    call.finish(None, Api::CuMemAlloc_v2, r, |e| {
+    call.finish(Api::CuMemAlloc_v2, r, |e| {
         e.addr = out(r, dptr);
         e.size = size as u64;
     });
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     };
     let call = Call::enter(here!());
     let r = real(dptr, pitch, width_bytes, height, element_size);
-    call.finish(None, Api::CuMemAllocPitch_v2, r, |e| {
+    call.finish(Api::CuMemAllocPitch_v2, r, |e| {
         e.addr = out(r, dptr);
         // The real size is the padded row pitch times the rows, not width x height.
         let p = out(r, pitch);
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(dptr);
-    call.finish(None, Api::CuMemFree_v2, r, |e| e.addr = dptr);
+    call.finish(Api::CuMemFree_v2, r, |e| e.addr = dptr);
     r
 }
 
@@ -71,7 +71,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     };
     let call = Call::enter(here!());
     let r = real(dptr, size, flags);
-    call.finish(None, Api::CuMemAllocManaged, r, |e| {
+    call.finish(Api::CuMemAllocManaged, r, |e| {
         e.addr = out(r, dptr);
         e.size = size as u64;
     });
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     };
     let call = Call::enter(here!());
     let r = real(free, total);
-    call.finish(None, Api::CuMemGetInfo_v2, r, |e| {
+    call.finish(Api::CuMemGetInfo_v2, r, |e| {
         if r == 0 {
             e.free = Some(out(r, free) as u64);
             e.total = Some(out(r, total) as u64);
@@ -101,7 +101,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags
     };
     let call = Call::enter(here!());
     let r = real(pp, size, flags);
-    call.finish(None, Api::CuMemHostAlloc, r, |e| {
+    call.finish(Api::CuMemHostAlloc, r, |e| {
         e.addr = out(r, pp.cast::<u64>());
         e.size = size as u64;
     });
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
     };
     let call = Call::enter(here!());
     let r = real(pp, size);
-    call.finish(None, Api::CuMemAllocHost_v2, r, |e| {
+    call.finish(Api::CuMemAllocHost_v2, r, |e| {
         e.addr = out(r, pp.cast::<u64>());
         e.size = size as u64;
     });
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(p);
-    call.finish(None, Api::CuMemFreeHost, r, |e| e.addr = p as u64);
+    call.finish(Api::CuMemFreeHost, r, |e| e.addr = p as u64);
     r
 }
 
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags
     };
     let call = Call::enter(here!());
     let r = real(p, size, flags);
-    call.finish(None, Api::CuMemHostRegister_v2, r, |e| {
+    call.finish(Api::CuMemHostRegister_v2, r, |e| {
         e.addr = p as u64;
         e.size = size as u64;
     });
@@ -154,7 +154,7 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(p);
-    call.finish(None, Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
+    call.finish(Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
     r
 }
 
@@ -200,7 +200,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     };
     let call = Call::enter(here!());
     let r = real(array, desc);
-    call.finish(None, Api::CuArrayCreate_v2, r, |e| {
+    call.finish(Api::CuArrayCreate_v2, r, |e| {
         e.addr = out(r, array.cast::<u64>());
         if !desc.is_null() {
             e.size = array_extent(
@@ -227,7 +227,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
     };
     let call = Call::enter(here!());
     let r = real(array, desc);
-    call.finish(None, Api::CuArray3DCreate_v2, r, |e| {
+    call.finish(Api::CuArray3DCreate_v2, r, |e| {
         e.addr = out(r, array.cast::<u64>());
         if !desc.is_null() {
             e.size = array_extent(
@@ -249,6 +249,6 @@ pub unsafe extern "C" fn cuArrayDestroy(array: CUarray) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(array);
-    call.finish(None, Api::CuArrayDestroy, r, |e| e.addr = array as u64);
+    call.finish(Api::CuArrayDestroy, r, |e| e.addr = array as u64);
     r
 }

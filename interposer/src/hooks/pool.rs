@@ -16,7 +16,7 @@ macro_rules! alloc_async {
             };
             let call = Call::enter(here!());
             let r = real(dptr, size, stream);
-            call.finish(None, Api::$api, r, |e| {
+            call.finish(Api::$api, r, |e| {
                 e.addr = out(r, dptr);
                 e.size = size as u64;
                 e.stream = Some(stream as u64);
@@ -41,7 +41,7 @@ macro_rules! alloc_from_pool {
             };
             let call = Call::enter(here!());
             let r = real(dptr, size, pool, stream);
-            call.finish(None, Api::$api, r, |e| {
+            call.finish(Api::$api, r, |e| {
                 e.addr = out(r, dptr);
                 e.size = size as u64;
                 e.stream = Some(stream as u64);
@@ -61,7 +61,7 @@ macro_rules! free_async {
             };
             let call = Call::enter(here!());
             let r = real(dptr, stream);
-            call.finish(None, Api::$api, r, |e| {
+            call.finish(Api::$api, r, |e| {
                 e.addr = dptr;
                 e.stream = Some(stream as u64);
             });
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
     };
     let call = Call::enter(here!());
     let r = real(pool, props);
-    call.finish(None, Api::CuMemPoolCreate, r, |e| {
+    call.finish(Api::CuMemPoolCreate, r, |e| {
         e.pool = Some(out(r, pool.cast::<u64>()))
     });
     r
@@ -101,9 +101,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(pool);
-    call.finish(None, Api::CuMemPoolDestroy, r, |e| {
-        e.pool = Some(pool as u64)
-    });
+    call.finish(Api::CuMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }
 
@@ -114,7 +112,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: 
     };
     let call = Call::enter(here!());
     let r = real(pool, min_bytes_to_keep);
-    call.finish(None, Api::CuMemPoolTrimTo, r, |e| {
+    call.finish(Api::CuMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
     });

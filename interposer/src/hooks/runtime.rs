@@ -18,7 +18,7 @@ pub unsafe extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, size);
-    call.finish(None, Api::CudaMalloc, r, |e| {
+    call.finish(Api::CudaMalloc, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
     });
@@ -39,7 +39,7 @@ pub unsafe extern "C" fn cudaMallocPitch(
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, pitch, width, height);
-    call.finish(None, Api::CudaMallocPitch, r, |e| {
+    call.finish(Api::CudaMallocPitch, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = if r == 0 {
             out(r, pitch) as u64 * height as u64
@@ -57,7 +57,7 @@ pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr);
-    call.finish(None, Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
+    call.finish(Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
     r
 }
 
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn cudaMallocManaged(
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, size, flags);
-    call.finish(None, Api::CudaMallocManaged, r, |e| {
+    call.finish(Api::CudaMallocManaged, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
     });
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn cudaMallocAsync(
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, size, stream);
-    call.finish(None, Api::CudaMallocAsync, r, |e| {
+    call.finish(Api::CudaMallocAsync, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
         e.stream = Some(stream as u64);
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn cudaMallocFromPoolAsync(
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, size, pool, stream);
-    call.finish(None, Api::CudaMallocFromPoolAsync, r, |e| {
+    call.finish(Api::CudaMallocFromPoolAsync, r, |e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
         e.stream = Some(stream as u64);
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> 
     };
     let call = Call::enter(here!());
     let r = real(dev_ptr, stream);
-    call.finish(None, Api::CudaFreeAsync, r, |e| {
+    call.finish(Api::CudaFreeAsync, r, |e| {
         e.addr = dev_ptr as u64;
         e.stream = Some(stream as u64);
     });
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_vo
     };
     let call = Call::enter(here!());
     let r = real(pool, props);
-    call.finish(None, Api::CudaMemPoolCreate, r, |e| {
+    call.finish(Api::CudaMemPoolCreate, r, |e| {
         e.pool = Some(out(r, pool.cast::<u64>()))
     });
     r
@@ -155,9 +155,7 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(pool);
-    call.finish(None, Api::CudaMemPoolDestroy, r, |e| {
-        e.pool = Some(pool as u64)
-    });
+    call.finish(Api::CudaMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }
 
@@ -168,7 +166,7 @@ pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usiz
     };
     let call = Call::enter(here!());
     let r = real(pool, min_bytes_to_keep);
-    call.finish(None, Api::CudaMemPoolTrimTo, r, |e| {
+    call.finish(Api::CudaMemPoolTrimTo, r, |e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
     });
@@ -182,7 +180,7 @@ pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c
     };
     let call = Call::enter(here!());
     let r = real(ptr, size);
-    call.finish(None, Api::CudaMallocHost, r, |e| {
+    call.finish(Api::CudaMallocHost, r, |e| {
         e.addr = out(r, ptr.cast::<u64>());
         e.size = size as u64;
     });
@@ -196,7 +194,7 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
     };
     let call = Call::enter(here!());
     let r = real(ptr, size, flags);
-    call.finish(None, Api::CudaHostAlloc, r, |e| {
+    call.finish(Api::CudaHostAlloc, r, |e| {
         e.addr = out(r, ptr.cast::<u64>());
         e.size = size as u64;
     });
@@ -210,7 +208,7 @@ pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(ptr);
-    call.finish(None, Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
+    call.finish(Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
     r
 }
 
@@ -221,7 +219,7 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
     };
     let call = Call::enter(here!());
     let r = real(free, total);
-    call.finish(None, Api::CudaMemGetInfo, r, |e| {
+    call.finish(Api::CudaMemGetInfo, r, |e| {
         if r == 0 {
             e.free = Some(out(r, free) as u64);
             e.total = Some(out(r, total) as u64);

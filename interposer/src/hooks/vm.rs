@@ -26,7 +26,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     };
     let call = Call::enter(here!());
     let r = real(ptr, size, alignment, addr, flags);
-    call.finish(None, Api::CuMemAddressReserve, r, |e| {
+    call.finish(Api::CuMemAddressReserve, r, |e| {
         e.addr = out(r, ptr);
         e.size = size as u64;
     });
@@ -40,7 +40,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_in
     };
     let call = Call::enter(here!());
     let r = real(ptr, size);
-    call.finish(None, Api::CuMemAddressFree, r, |e| {
+    call.finish(Api::CuMemAddressFree, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
     });
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn cuMemCreate(
     };
     let call = Call::enter(here!());
     let r = real(handle, size, prop, flags);
-    call.finish(None, Api::CuMemCreate, r, |e| {
+    call.finish(Api::CuMemCreate, r, |e| {
         e.handle = Some(out(r, handle));
         e.size = size as u64;
         if !prop.is_null() {
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c
     };
     let call = Call::enter(here!());
     let r = real(handle);
-    call.finish(None, Api::CuMemRelease, r, |e| e.handle = Some(handle));
+    call.finish(Api::CuMemRelease, r, |e| e.handle = Some(handle));
     r
 }
 
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn cuMemMap(
     };
     let call = Call::enter(here!());
     let r = real(ptr, size, offset, handle, flags);
-    call.finish(None, Api::CuMemMap, r, |e| {
+    call.finish(Api::CuMemMap, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
         e.offset = Some(offset as u64);
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(ptr, size);
-    call.finish(None, Api::CuMemUnmap, r, |e| {
+    call.finish(Api::CuMemUnmap, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
     });
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
     };
     let call = Call::enter(here!());
     let r = real(ptr, size, desc, count);
-    call.finish(None, Api::CuMemSetAccess, r, |e| {
+    call.finish(Api::CuMemSetAccess, r, |e| {
         e.addr = ptr;
         e.size = size as u64;
     });

@@ -26,7 +26,7 @@ pub struct Interner {
 /// have their own numbering and are left as they are.
 const EPOCH_SHIFT: u32 = 48;
 const MAX_EPOCH: u64 = (1 << 15) - 1;
-const PYTHON_BIT: u64 = 1 << 63;
+use super::python::PYTHON_BIT;
 
 /// `ip` as the trace records it after `epoch` unloads.
 pub fn tagged(ip: u64, epoch: u64) -> u64 {

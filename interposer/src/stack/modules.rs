@@ -99,9 +99,7 @@ unsafe extern "C" fn each(
         CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
     };
     let path = if name.is_empty() {
-        std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        exe().to_string()
     } else {
         name.to_string()
     };
@@ -145,6 +143,17 @@ fn eh_frame_of(
 }
 
 /// Every module loaded now.
+/// The program's own file (`/proc/self/exe`), read once: a fork keeps it, an exec loads
+/// this library afresh.
+pub fn exe() -> &'static str {
+    static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    })
+}
+
 pub fn loaded() -> Vec<LoadedModule> {
     let mut out = Collect(Vec::new());
     let _scan = SCAN.read().unwrap_or_else(|e| e.into_inner());
