@@ -273,10 +273,8 @@ fn history_observer_and_snapshots_once_cuda_is_up() {
             Some(1),
             "{name}: the stand-in's snapshot"
         );
-        assert!(
-            snapshot.devices.iter().all(|d| d.segments.is_empty()),
-            "{name}"
-        );
+        // No segments and one empty trace: no device with anything in it.
+        assert!(snapshot.devices.is_empty(), "{name}");
     }
     assert_eq!(info["torch_version"], "9.9.9-standin");
     assert_eq!(info["cuda_version"], "12.4");

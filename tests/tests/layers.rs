@@ -111,6 +111,7 @@ fn a_process_nvml_does_not_list_is_said_so() {
 #[test]
 fn no_nvml_samples_unless_the_program_loads_nvml() {
     let run = run_sim("runtime_dynamic", &[], &[], &[("VRAMTRACE_NVML_MS", "10")]);
+    check(&run, run.truth("runtime-dynamic"), same);
     assert!(run.traces[0]
         .events
         .iter()

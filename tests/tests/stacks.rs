@@ -207,7 +207,10 @@ fn a_fork_inside_dlclose_leaves_stacks_on_in_both_processes() {
 fn stacks_off_records_the_same_events_and_no_stack() {
     let with = run_sim("callchain", &[], &[], &[]);
     let without = run_sim("callchain", &[], &["--no-stacks"], &[]);
+    assert!(with.output.status.success(), "{}", with.stderr());
     assert!(without.output.status.success(), "{}", without.stderr());
+    // The same events, and the ones the workload made.
+    check(&without, without.truth("callchain"), same);
     let calls = |run: &Outcome| -> Vec<(String, u64, i32)> {
         run.traces[0]
             .events
