@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod common;
 use vramtrace_analyzer::snapshot::{
     figures, read_snapshot, timeline, Action, Generation, Snapshot,
 };
@@ -337,11 +339,8 @@ fn code_carrying_pickles_are_refused_with_file_offset_and_opcode() {
 #[test]
 fn the_cli_refuses_a_malicious_pickle_and_runs_nothing() {
     let (_keep, dir) = generate();
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .arg("snapshot")
-        .arg(dir.join("evil-reduce-p4.pickle"))
-        .output()
-        .unwrap();
+    let evil = dir.join("evil-reduce-p4.pickle");
+    let out = common::vramtrace(&["snapshot", evil.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refused opcode STACK_GLOBAL"), "{err}");
@@ -351,16 +350,9 @@ fn the_cli_refuses_a_malicious_pickle_and_runs_nothing() {
 #[test]
 fn the_cli_reports_figures_and_the_oom_as_json() {
     let (_keep, dir) = generate();
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .args(["snapshot", "--json"])
-        .arg(dir.join("oom-p4.pickle"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let oom = dir.join("oom-p4.pickle");
+    let oom = oom.to_str().unwrap();
+    let out = common::vramtrace_ok(&["snapshot", "--json", oom]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["format"], "vramtrace-snapshot");
     let d0 = &v["devices"][0];
@@ -373,11 +365,7 @@ fn the_cli_reports_figures_and_the_oom_as_json() {
     assert_eq!(d0["ooms"][0]["device_free_bytes"], MIB);
     assert_eq!(d0["ooms"][0]["reserved_bytes"], 20 * MIB);
     assert_eq!(v["devices"][1]["device"], 2);
-    let text = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .arg("snapshot")
-        .arg(dir.join("oom-p4.pickle"))
-        .output()
-        .unwrap();
+    let text = common::vramtrace_ok(&["snapshot", oom]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("tried to allocate 4.0 MiB with 20.0 MiB reserved"),

@@ -5,6 +5,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 const MIB: u64 = 1 << 20;
 
 /// Writes, with Python's own pickle, a snapshot of two 20 MiB segments each holding one
@@ -38,16 +40,8 @@ pickle.dump(snap, open(sys.argv[1], "wb"), protocol=4)
 }
 
 fn vramtrace(args: &[&str], path: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .args(args)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let path = path.to_str().unwrap();
+    let out = common::vramtrace_ok(&[args, &[path]].concat());
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

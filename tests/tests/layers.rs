@@ -166,17 +166,13 @@ fn any_run_exports_as_a_memory_viz_snapshot() {
     let run = pool_run(&[]);
     let pool = run.printed("VRAMTRACE_POOL ");
     let path = run.dir.path().join("run.pickle");
-    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
-        .args(["export", "--format", "memory-viz", "-o"])
-        .arg(&path)
-        .arg(run.dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run.view(&[
+        "export",
+        "--format",
+        "memory-viz",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
     // Python's own pickle reads it, as the viewer's loader would.
     let script = r#"
 import json, pickle, sys

@@ -373,13 +373,7 @@ fn flamegraph_of_the_peak_folds_the_call_chains() {
         ]
     );
     let svg_path = run.dir.path().join("peak.svg");
-    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
-        .args(["flamegraph", "-o"])
-        .arg(&svg_path)
-        .arg(run.dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    run.view(&["flamegraph", "-o", svg_path.to_str().unwrap()]);
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(
         svg.starts_with("<?xml")

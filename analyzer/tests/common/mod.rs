@@ -73,6 +73,17 @@ pub fn vramtrace(args: &[&str]) -> Output {
         .expect("vramtrace runs")
 }
 
+/// [`vramtrace`], which must succeed (its stderr in the failure message).
+pub fn vramtrace_ok(args: &[&str]) -> Output {
+    let out = vramtrace(args);
+    assert!(
+        out.status.success(),
+        "vramtrace {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs a view with `--json` and parses its stdout; the exit status is returned too.
 pub fn json_view(args: &[&str]) -> (Value, Option<i32>, String) {
     let out = vramtrace(args);
