@@ -412,6 +412,15 @@ pub fn check(outcome: &Outcome, truth: &Value, rename: impl Fn(&str) -> Option<S
             "{name}: device {dev} bytes live at the end"
         );
     }
+    // And no device the workload never used.
+    for d in devices {
+        let dev = d["device"].as_i64().unwrap();
+        let peak = d["peak_reserved_bytes"].as_u64().unwrap();
+        assert!(
+            peak == 0 || lower.contains_key(&dev),
+            "{name}: device {dev} holds {peak} bytes in the summary, none in the truth"
+        );
+    }
 }
 
 /// Maps runtime API names to the driver call a static runtime makes for them: no
