@@ -5,7 +5,7 @@ use crate::render::flamegraph;
 use crate::render::html::{self, Report};
 use crate::views::oom::OomWatch;
 use crate::views::timeline::TimelineBuilder;
-use crate::views::{leaks, peak, summary};
+use crate::views::{leaks, summary};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -36,7 +36,14 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
     let timeline = timeline.finish(&run);
     let oom = oom.finish(&run);
     let leaks = leaks::build(&run);
-    let folded = flamegraph::folded_peak(&peak::build(&run, None));
+    // The groups at each device's peak, as the summary already has them.
+    let folded = flamegraph::folded_groups(
+        &summary
+            .devices
+            .iter()
+            .map(|d| (d.host.as_str(), d.gpu.as_str(), &d.at_peak[..]))
+            .collect::<Vec<_>>(),
+    );
     let svg = flamegraph::svg(&folded, "Device memory live at the peak").ok();
     let page = html::render(&Report {
         summary: &summary,

@@ -1,19 +1,31 @@
 //! Flamegraphs of live bytes: folded stacks (`frame;frame;... bytes`, the format other
 //! tools read) and their SVG, drawn by inferno.
 
+use crate::views::groups::Group;
 use crate::views::leaks::Leaks;
 use crate::views::peak::PeakView;
 use crate::views::stacks;
 
 /// One folded line per group: `GPU;pid N;outermost;...;innermost;API bytes`.
 pub fn folded_peak(view: &PeakView) -> Vec<String> {
-    let many = view.devices.len() > 1;
+    folded_groups(
+        &view
+            .devices
+            .iter()
+            .map(|d| (d.host.as_str(), d.gpu.as_str(), &d.groups[..]))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// [`folded_peak`] of each device's groups: (host, gpu, groups).
+pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
+    let many = devices.len() > 1;
     let mut lines = Vec::new();
-    for d in &view.devices {
-        for g in &d.groups {
+    for (host, gpu, groups) in devices {
+        for g in groups.iter() {
             let mut parts = Vec::new();
             if many {
-                parts.push(format!("{} {}", d.host, d.gpu));
+                parts.push(format!("{host} {gpu}"));
             }
             parts.push(format!("pid {}", g.pid.unwrap_or(0)));
             let frames = stacks::folded(&g.frames);

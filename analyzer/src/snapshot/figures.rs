@@ -1,7 +1,7 @@
 //! The figures of one device at the moment of the snapshot: the three sums PyTorch reports
 //! and the shape of the cache (fragmentation).
 
-use super::model::{BlockState, DeviceSnapshot};
+use super::model::{BlockState, DeviceSnapshot, Segment};
 
 /// Per-device figures at the snapshot. Every block is in exactly one of three states, and
 /// blocks tile their segments, so `reserved = allocated + pending_free + free`.
@@ -44,13 +44,18 @@ impl Figures {
 }
 
 pub fn figures(d: &DeviceSnapshot) -> Figures {
+    figures_of(&d.segments)
+}
+
+/// [`figures`] of some segments.
+pub fn figures_of(segments: &[Segment]) -> Figures {
     let mut f = Figures {
-        segments: d.segments.len(),
+        segments: segments.len(),
         requested: Some(0),
         internal: None,
         ..Default::default()
     };
-    for s in &d.segments {
+    for s in segments {
         f.reserved += s.total_size;
         f.expandable_segments += s.is_expandable as usize;
         for b in &s.blocks {

@@ -7,8 +7,8 @@
 //! in protocol 4). Lists and dicts go out in batches of 1000, as Python's pickler does:
 //! the viewer spreads each batch into a JavaScript call, which has an argument limit.
 
-use super::figures::figures;
-use super::model::{BlockState, DeviceSnapshot, Frame, Segment, Snapshot, TraceEntry};
+use super::figures::figures_of;
+use super::model::{BlockState, Frame, Segment, Snapshot, TraceEntry};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
@@ -79,12 +79,7 @@ fn frames(f: &[Frame]) -> Py {
 }
 
 fn segment(device: i64, seg: &Segment) -> Py {
-    let d = DeviceSnapshot {
-        device,
-        segments: vec![seg.clone()],
-        trace: Vec::new(),
-    };
-    let f = figures(&d);
+    let f = figures_of(std::slice::from_ref(seg));
     let requested: u64 = seg
         .blocks
         .iter()
