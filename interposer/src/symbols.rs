@@ -118,7 +118,8 @@ fn resolve_next(slot: Slot) -> usize {
     };
     // SAFETY: RTLD_NEXT from this library's own code: the definition after ours.
     let p = unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    if p != 0 && !is_ours(p) && from_lib(p, slot.lib()) {
+    let found = (p != 0).then(|| locate(p)).flatten();
+    if found.is_some_and(|l| !l.is_ours() && l.is_from(slot.lib())) {
         adopt(slot, p);
         return REAL[slot as usize].load(Ordering::Acquire);
     }
@@ -194,23 +195,30 @@ fn our_base() -> usize {
     b
 }
 
-/// Whether `p` is inside this library (one of our own wrappers).
-pub fn is_ours(p: usize) -> bool {
-    locate(p).map(|l| l.base == our_base()).unwrap_or(false)
+impl Location {
+    /// Whether it is inside this library (one of our own wrappers).
+    pub fn is_ours(&self) -> bool {
+        self.base == our_base()
+    }
+
+    /// Whether its library is NVIDIA's driver (`libcuda.so*`) or runtime (`libcudart.so*`).
+    /// Only those get wrapped: a loose `cu` prefix once caught `cudnnCreate`.
+    pub fn is_from(&self, lib: Lib) -> bool {
+        let Some(file) = self.file else {
+            return false;
+        };
+        let path = file.to_bytes();
+        let base = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        match lib {
+            Lib::Driver => base.starts_with(b"libcuda.so"),
+            Lib::Runtime => base.starts_with(b"libcudart.so"),
+        }
+    }
 }
 
-/// Whether the library containing `p` is NVIDIA's driver (`libcuda.so*`) or runtime
-/// (`libcudart.so*`). Only those get wrapped: a loose `cu` prefix once caught `cudnnCreate`.
-pub fn from_lib(p: usize, lib: Lib) -> bool {
-    let Some(file) = locate(p).and_then(|l| l.file) else {
-        return false;
-    };
-    let path = file.to_bytes();
-    let base = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-    match lib {
-        Lib::Driver => base.starts_with(b"libcuda.so"),
-        Lib::Runtime => base.starts_with(b"libcudart.so"),
-    }
+/// Whether `p` is inside this library (one of our own wrappers).
+pub fn is_ours(p: usize) -> bool {
+    locate(p).is_some_and(|l| l.is_ours())
 }
 
 /// The wrapper to hand out instead of `p`, the real function for symbol `name`, when `p`
@@ -219,7 +227,16 @@ pub fn wrap(name: &[u8], p: usize) -> usize {
     let Some(slot) = Slot::find(name) else {
         return p;
     };
-    if p == 0 || is_ours(p) || !from_lib(p, slot.lib()) || !adopt(slot, p) {
+    match (p != 0).then(|| locate(p)).flatten() {
+        Some(l) => wrap_at(slot, p, &l),
+        None => p,
+    }
+}
+
+/// [`wrap`] of `p`, already located: one `dladdr` (which takes the loader's lock) for
+/// every question about it.
+fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
+    if l.is_ours() || !l.is_from(slot.lib()) || !adopt(slot, p) {
         return p;
     }
     slot.wrapper()
@@ -230,14 +247,21 @@ pub fn wrap(name: &[u8], p: usize) -> usize {
 /// that ABI exists. The exported symbol at that address says it; without one, the
 /// version table of `procaddr` does.
 pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> usize {
-    if p == 0 || is_ours(p) {
+    let Some(l) = (p != 0).then(|| locate(p)).flatten() else {
+        return p;
+    };
+    if l.is_ours() {
         return p;
     }
-    match locate(p).and_then(|l| l.symbol) {
-        Some(symbol) => wrap(symbol.to_bytes(), p),
+    let name = match l.symbol {
+        Some(symbol) => symbol.to_bytes(),
         None => match crate::procaddr::variant(requested, version, flags) {
-            Some(variant) if from_lib(p, Lib::Driver) => wrap(variant.as_bytes(), p),
-            _ => p,
+            Some(variant) if l.is_from(Lib::Driver) => variant.as_bytes(),
+            _ => return p,
         },
+    };
+    match Slot::find(name) {
+        Some(slot) => wrap_at(slot, p, &l),
+        None => p,
     }
 }
