@@ -237,18 +237,34 @@ impl Outcome {
 
     /// `vramtrace summary --json` of the run.
     pub fn summary(&self) -> Value {
-        let out = Command::new(vramtrace())
-            .args(["summary", "--json"])
-            .arg(self.dir.path())
-            .output()
-            .expect("vramtrace summary runs");
-        assert!(
-            out.status.success(),
-            "summary failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("summary --json is JSON")
+        summary_of(self.dir.path())
     }
+}
+
+/// `vramtrace summary --json DIR`, which must succeed.
+pub fn summary_of(dir: &Path) -> Value {
+    let out = Command::new(vramtrace())
+        .args(["summary", "--json"])
+        .arg(dir)
+        .output()
+        .expect("vramtrace summary runs");
+    assert!(
+        out.status.success(),
+        "summary failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("summary --json is JSON")
+}
+
+/// The trace files in `dir`, sorted.
+pub fn trace_paths(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("output directory exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    paths.sort();
+    paths
 }
 
 /// Runs `vramtrace run --sim [vt_args] -- WORKLOAD args` with `env` set.
@@ -290,12 +306,7 @@ pub fn finish(output: Output, dir: tempfile::TempDir) -> Outcome {
         .filter_map(|l| l.strip_prefix(crate::truth::PREFIX))
         .map(|j| serde_json::from_str(j).expect("truth is JSON"))
         .collect();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .expect("output directory exists")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    paths.sort();
+    let paths = trace_paths(dir.path());
     let traces = paths
         .iter()
         .map(|p| Trace::read(p).unwrap_or_else(|e| panic!("trace {} unreadable: {e}", p.display())))

@@ -4,30 +4,20 @@
 
 mod support;
 
-use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 use support::{bare, listing, run_within, succeeded, traced, truths_without_pids, vramtrace_lines};
 use vramtrace_schema::reader::TraceReader;
 use vramtrace_schema::Api;
-use vramtrace_tests::harness::{check, finish, same, vramtrace, workload, Trace};
+use vramtrace_tests::harness::{
+    check, finish, same, summary_of, trace_paths, vramtrace, workload, Trace,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn trace_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    v.sort();
-    v
-}
 
 /// `threads N PAIRS`: streams the trace (memory stays flat at any size) and checks that
 /// each of the N threads shows exactly its PAIRS pairs, in its own order: cudaMalloc of
@@ -49,7 +39,7 @@ fn every_event_exactly_once(threads: usize, pairs: u64) {
         assert_eq!(call["failed"], 0);
     }
 
-    let files = trace_files(dir.path());
+    let files = trace_paths(dir.path());
     assert_eq!(files.len(), 1);
     let mut reader = TraceReader::open(&files[0]).unwrap();
     // Per thread: pairs seen, and the block allocated and not yet freed.
@@ -190,7 +180,7 @@ fn sigkill_keeps_everything_up_to_the_last_flush_and_invents_nothing() {
     log.push_str(&rest);
     let calls = parse_log(&log);
 
-    let files = trace_files(dir.path());
+    let files = trace_paths(dir.path());
     assert_eq!(files.len(), 1);
     let trace = Trace::read(&files[0]).unwrap();
     assert!(trace.error.is_none(), "{:?}", trace.error);
@@ -242,13 +232,7 @@ fn sigkill_keeps_everything_up_to_the_last_flush_and_invents_nothing() {
         events.len()
     );
 
-    let out = Command::new(vramtrace())
-        .args(["summary", "--json"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    succeeded(&out);
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = summary_of(dir.path());
     let p = &summary["processes"][0];
     assert_eq!(p["complete"], false, "the analyzer says the trace was cut");
     assert_eq!(
