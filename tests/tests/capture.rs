@@ -87,6 +87,21 @@ fn sixteen_threads_every_call_exactly_once() {
     check(&run, truth, same);
 }
 
+/// 64 threads make their first allocation at once, eight times over: each event must
+/// still name device 0, which every thread set. A hook that looks up the driver's
+/// cuCtxGetDevice on first use gave the threads that came while another was looking it
+/// up no device at all (half of such runs, before the fix).
+#[test]
+fn threads_starting_together_all_name_their_device() {
+    for _ in 0..8 {
+        let run = run_sim("threads", &["64", "2"], &[], &[]);
+        assert!(run.output.status.success(), "{}", run.stderr());
+        let truth = run.truth("threads");
+        assert_eq!(truth["threads"], 64);
+        check(&run, truth, same);
+    }
+}
+
 #[test]
 fn fork_and_exec_children_write_their_own_traces() {
     let run = run_sim("fork_exec", &[], &[], &[]);

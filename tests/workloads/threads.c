@@ -1,17 +1,20 @@
 /* Workload threads: N threads (argv[1], default 16) x M cudaMalloc/cudaFree pairs
  * (argv[2], default 100000) of sizes 512 * (1 + i % 64), through the dynamic runtime.
- * Each thread calls cudaSetDevice(0) itself, as a worker thread must. The peak is only
- * known between bounds (peak_live_bytes .. peak_live_bytes_upper, see truth.h). */
+ * Each thread calls cudaSetDevice(0) itself, as a worker thread must, then waits for the
+ * others, so that their first allocations come together (what a hook does once, on its
+ * first call, is raced by every thread). The peak is only known between bounds (peak_live_bytes .. peak_live_bytes_upper, see truth.h). */
 #include "cuda_runtime_sim.h"
 #include "wl.h"
 
 #include <pthread.h>
 
 static long iterations = 100000;
+static pthread_barrier_t started;
 
 static void *worker(void *arg) {
     (void)arg;
     WL_CHECK(cudaSetDevice(0));
+    pthread_barrier_wait(&started);
     for (long i = 0; i < iterations; i++) {
         size_t size = 512 * (size_t)(1 + i % 64);
         void *p;
@@ -29,6 +32,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: threads [threads] [alloc/free pairs per thread]\n");
         return 2;
     }
+    if (pthread_barrier_init(&started, NULL, (unsigned)n)) return 2;
     pthread_t *t = calloc((size_t)n, sizeof *t);
     for (int i = 0; i < n; i++)
         if (pthread_create(&t[i], NULL, worker, NULL)) return 2;

@@ -11,9 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 struct DriverFn {
     name: &'static CStr,
     address: AtomicUsize,
-    /// The driver function last used to look for libcuda, so a failed search is retried
-    /// only when a new driver pointer appears.
-    searched_from: AtomicUsize,
+    /// The driver function whose library a search last failed in, so a failed search is
+    /// retried only when a new driver pointer appears. Only a finished search sets it:
+    /// threads that miss `address` together each search (the answer is the same), because
+    /// one that returned early while another was still searching took its caller's
+    /// context for no context at all (device -1).
+    failed_from: AtomicUsize,
 }
 
 impl DriverFn {
@@ -21,7 +24,7 @@ impl DriverFn {
         DriverFn {
             name,
             address: AtomicUsize::new(0),
-            searched_from: AtomicUsize::new(0),
+            failed_from: AtomicUsize::new(0),
         }
     }
 
@@ -37,9 +40,20 @@ impl DriverFn {
     #[cold]
     fn resolve(&self) -> usize {
         let seen = symbols::driver_function_seen();
-        if seen == 0 || self.searched_from.swap(seen, Ordering::AcqRel) == seen {
+        if seen == 0 || self.failed_from.load(Ordering::Acquire) == seen {
             return 0;
         }
+        let p = Self::search(self.name, seen);
+        if p == 0 {
+            self.failed_from.store(seen, Ordering::Release);
+        } else {
+            self.address.store(p, Ordering::Release);
+        }
+        p
+    }
+
+    /// `name` in the library that holds the driver function at `seen`, or 0.
+    fn search(name: &CStr, seen: usize) -> usize {
         let Some(file) = symbols::locate(seen).and_then(|l| l.file) else {
             return 0;
         };
@@ -49,10 +63,9 @@ impl DriverFn {
             return 0;
         }
         // SAFETY: valid handle and name.
-        let p = unsafe { crate::dlsym::real_dlsym(handle, self.name.as_ptr()) } as usize;
+        let p = unsafe { crate::dlsym::real_dlsym(handle, name.as_ptr()) } as usize;
         // SAFETY: balances the reference dlopen took.
         unsafe { crate::unload::real_dlclose(handle) };
-        self.address.store(p, Ordering::Release);
         p
     }
 }
