@@ -161,20 +161,31 @@ extern "C" fn dlsym_lookup(handle: *mut c_void, name: *const c_char) -> *mut c_v
     std::panic::catch_unwind(|| {
         // SAFETY: dlsym's contract: name is a C string.
         let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
-        if symbols::Slot::find(bytes).is_none() {
+        let Some(slot) = symbols::Slot::find(bytes) else {
             return p;
-        }
+        };
+        let Some(mut at) = (!p.is_null())
+            .then(|| symbols::locate(p as usize))
+            .flatten()
+        else {
+            return p;
+        };
         let mut real = p as usize;
-        if real != 0 && symbols::is_ours(real) {
+        if at.is_ours() {
             // The default scope found our own export: the answer the program would get
             // without vramtrace is the next definition, or none.
             // SAFETY: RTLD_NEXT from our own code.
             real = unsafe { real_dlsym(libc::RTLD_NEXT, name) } as usize;
-            if real == 0 || symbols::is_ours(real) {
+            if real == 0 {
                 return std::ptr::null_mut();
             }
+            match symbols::locate(real) {
+                Some(next) if next.is_ours() => return std::ptr::null_mut(),
+                Some(next) => at = next,
+                None => return real as *mut c_void,
+            }
         }
-        symbols::wrap(bytes, real) as *mut c_void
+        symbols::wrap_at(slot, real, &at) as *mut c_void
     })
     .unwrap_or(p)
 }

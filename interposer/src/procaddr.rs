@@ -8,62 +8,69 @@
 //! hands out unexported aliases. A version below every entry means an older ABI that
 //! vramtrace does not wrap (`cuMemAlloc` before 3020 takes 32-bit sizes).
 
+use crate::symbols::Slot;
+
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
 pub const PER_THREAD_DEFAULT_STREAM: u64 = 2;
 
 /// (base name, first version of the wrapped variant, variant, per-thread variant).
-const VARIANTS: &[(&str, i32, &str, Option<&str>)] = &[
-    ("cuMemAlloc", 3020, "cuMemAlloc_v2", None),
-    ("cuMemAllocPitch", 3020, "cuMemAllocPitch_v2", None),
-    ("cuMemFree", 3020, "cuMemFree_v2", None),
-    ("cuMemAllocManaged", 6000, "cuMemAllocManaged", None),
-    ("cuMemGetInfo", 3020, "cuMemGetInfo_v2", None),
+const VARIANTS: &[(&str, i32, Slot, Option<Slot>)] = &[
+    ("cuMemAlloc", 3020, Slot::cuMemAlloc_v2, None),
+    ("cuMemAllocPitch", 3020, Slot::cuMemAllocPitch_v2, None),
+    ("cuMemFree", 3020, Slot::cuMemFree_v2, None),
+    ("cuMemAllocManaged", 6000, Slot::cuMemAllocManaged, None),
+    ("cuMemGetInfo", 3020, Slot::cuMemGetInfo_v2, None),
     (
         "cuMemAllocAsync",
         11020,
-        "cuMemAllocAsync",
-        Some("cuMemAllocAsync_ptsz"),
+        Slot::cuMemAllocAsync,
+        Some(Slot::cuMemAllocAsync_ptsz),
     ),
     (
         "cuMemFreeAsync",
         11020,
-        "cuMemFreeAsync",
-        Some("cuMemFreeAsync_ptsz"),
+        Slot::cuMemFreeAsync,
+        Some(Slot::cuMemFreeAsync_ptsz),
     ),
     (
         "cuMemAllocFromPoolAsync",
         11020,
-        "cuMemAllocFromPoolAsync",
-        Some("cuMemAllocFromPoolAsync_ptsz"),
+        Slot::cuMemAllocFromPoolAsync,
+        Some(Slot::cuMemAllocFromPoolAsync_ptsz),
     ),
-    ("cuMemPoolCreate", 11020, "cuMemPoolCreate", None),
-    ("cuMemPoolDestroy", 11020, "cuMemPoolDestroy", None),
-    ("cuMemPoolTrimTo", 11020, "cuMemPoolTrimTo", None),
-    ("cuMemAddressReserve", 10020, "cuMemAddressReserve", None),
-    ("cuMemAddressFree", 10020, "cuMemAddressFree", None),
-    ("cuMemCreate", 10020, "cuMemCreate", None),
-    ("cuMemRelease", 10020, "cuMemRelease", None),
-    ("cuMemMap", 10020, "cuMemMap", None),
-    ("cuMemUnmap", 10020, "cuMemUnmap", None),
-    ("cuMemSetAccess", 10020, "cuMemSetAccess", None),
-    ("cuMemHostAlloc", 2020, "cuMemHostAlloc", None),
-    ("cuMemAllocHost", 3020, "cuMemAllocHost_v2", None),
-    ("cuMemFreeHost", 2000, "cuMemFreeHost", None),
-    ("cuMemHostRegister", 6050, "cuMemHostRegister_v2", None),
-    ("cuMemHostUnregister", 4000, "cuMemHostUnregister", None),
-    ("cuArrayCreate", 3020, "cuArrayCreate_v2", None),
-    ("cuArray3DCreate", 3020, "cuArray3DCreate_v2", None),
-    ("cuArrayDestroy", 2000, "cuArrayDestroy", None),
-    ("cuGetProcAddress", 12000, "cuGetProcAddress_v2", None),
+    ("cuMemPoolCreate", 11020, Slot::cuMemPoolCreate, None),
+    ("cuMemPoolDestroy", 11020, Slot::cuMemPoolDestroy, None),
+    ("cuMemPoolTrimTo", 11020, Slot::cuMemPoolTrimTo, None),
+    (
+        "cuMemAddressReserve",
+        10020,
+        Slot::cuMemAddressReserve,
+        None,
+    ),
+    ("cuMemAddressFree", 10020, Slot::cuMemAddressFree, None),
+    ("cuMemCreate", 10020, Slot::cuMemCreate, None),
+    ("cuMemRelease", 10020, Slot::cuMemRelease, None),
+    ("cuMemMap", 10020, Slot::cuMemMap, None),
+    ("cuMemUnmap", 10020, Slot::cuMemUnmap, None),
+    ("cuMemSetAccess", 10020, Slot::cuMemSetAccess, None),
+    ("cuMemHostAlloc", 2020, Slot::cuMemHostAlloc, None),
+    ("cuMemAllocHost", 3020, Slot::cuMemAllocHost_v2, None),
+    ("cuMemFreeHost", 2000, Slot::cuMemFreeHost, None),
+    ("cuMemHostRegister", 6050, Slot::cuMemHostRegister_v2, None),
+    ("cuMemHostUnregister", 4000, Slot::cuMemHostUnregister, None),
+    ("cuArrayCreate", 3020, Slot::cuArrayCreate_v2, None),
+    ("cuArray3DCreate", 3020, Slot::cuArray3DCreate_v2, None),
+    ("cuArrayDestroy", 2000, Slot::cuArrayDestroy, None),
+    ("cuGetProcAddress", 12000, Slot::cuGetProcAddress_v2, None),
 ];
 
 /// The variant a lookup of `base` at `version` with `flags` returns, when it is one
 /// vramtrace wraps.
-pub fn variant(base: &[u8], version: i32, flags: u64) -> Option<&'static str> {
+pub fn variant(base: &[u8], version: i32, flags: u64) -> Option<Slot> {
     let &(_, since, plain, per_thread) = VARIANTS.iter().find(|v| v.0.as_bytes() == base)?;
     if version < since {
         // cuGetProcAddress at 11030..12000 is the 4-argument form, also wrapped.
-        return (base == b"cuGetProcAddress" && version >= 11030).then_some("cuGetProcAddress");
+        return (base == b"cuGetProcAddress" && version >= 11030).then_some(Slot::cuGetProcAddress);
     }
     match per_thread {
         Some(v) if flags & PER_THREAD_DEFAULT_STREAM != 0 => Some(v),
@@ -78,19 +85,19 @@ mod tests {
     #[test]
     fn old_abis_are_never_wrapped() {
         assert_eq!(variant(b"cuMemAlloc", 2000, 0), None);
-        assert_eq!(variant(b"cuMemAlloc", 3020, 0), Some("cuMemAlloc_v2"));
-        assert_eq!(variant(b"cuMemAlloc", 12090, 2), Some("cuMemAlloc_v2"));
+        assert_eq!(variant(b"cuMemAlloc", 3020, 0), Some(Slot::cuMemAlloc_v2));
+        assert_eq!(variant(b"cuMemAlloc", 12090, 2), Some(Slot::cuMemAlloc_v2));
     }
 
     #[test]
     fn per_thread_stream_flag_selects_ptsz() {
         assert_eq!(
             variant(b"cuMemAllocAsync", 11020, 0),
-            Some("cuMemAllocAsync")
+            Some(Slot::cuMemAllocAsync)
         );
         assert_eq!(
             variant(b"cuMemAllocAsync", 11020, 2),
-            Some("cuMemAllocAsync_ptsz")
+            Some(Slot::cuMemAllocAsync_ptsz)
         );
         assert_eq!(variant(b"cuMemAllocAsync", 11010, 2), None);
     }
@@ -99,11 +106,11 @@ mod tests {
     fn lookup_function_forms() {
         assert_eq!(
             variant(b"cuGetProcAddress", 11030, 0),
-            Some("cuGetProcAddress")
+            Some(Slot::cuGetProcAddress)
         );
         assert_eq!(
             variant(b"cuGetProcAddress", 12000, 0),
-            Some("cuGetProcAddress_v2")
+            Some(Slot::cuGetProcAddress_v2)
         );
         assert_eq!(variant(b"cuGetProcAddress", 11020, 0), None);
         assert_eq!(variant(b"cudnnCreate", 12000, 0), None);

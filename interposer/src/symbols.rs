@@ -221,21 +221,10 @@ pub fn is_ours(p: usize) -> bool {
     locate(p).is_some_and(|l| l.is_ours())
 }
 
-/// The wrapper to hand out instead of `p`, the real function for symbol `name`, when `p`
-/// is exactly that function of the library it must come from.
-pub fn wrap(name: &[u8], p: usize) -> usize {
-    let Some(slot) = Slot::find(name) else {
-        return p;
-    };
-    match (p != 0).then(|| locate(p)).flatten() {
-        Some(l) => wrap_at(slot, p, &l),
-        None => p,
-    }
-}
-
-/// [`wrap`] of `p`, already located: one `dladdr` (which takes the loader's lock) for
-/// every question about it.
-fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
+/// The wrapper to hand out instead of `p`, the real function for `slot`, when `p` is
+/// exactly that function of the library it must come from. `l` is where `p` is: one
+/// `dladdr` (which takes the loader's lock) answers every question about it.
+pub fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
     if l.is_ours() || !l.is_from(slot.lib()) || !adopt(slot, p) {
         return p;
     }
@@ -253,14 +242,12 @@ pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> u
     if l.is_ours() {
         return p;
     }
-    let name = match l.symbol {
-        Some(symbol) => symbol.to_bytes(),
-        None => match crate::procaddr::variant(requested, version, flags) {
-            Some(variant) if l.is_from(Lib::Driver) => variant.as_bytes(),
-            _ => return p,
-        },
+    let slot = match l.symbol {
+        Some(symbol) => Slot::find(symbol.to_bytes()),
+        None if l.is_from(Lib::Driver) => crate::procaddr::variant(requested, version, flags),
+        None => None,
     };
-    match Slot::find(name) {
+    match slot {
         Some(slot) => wrap_at(slot, p, &l),
         None => p,
     }
