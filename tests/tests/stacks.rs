@@ -246,9 +246,25 @@ fn stack_depth_limits_the_frames() {
 
 #[test]
 fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
+    python_frames_at_depth(None);
+}
+
+/// Cut at 8 frames, a stack keeps its native frames down to the interpreter and then as
+/// many of the innermost Python frames as fit.
+#[test]
+fn python_frames_cut_at_the_stack_depth_are_the_innermost() {
+    python_frames_at_depth(Some(8));
+}
+
+fn python_frames_at_depth(depth: Option<usize>) {
     let py = python();
     let file = script("python_ctypes.py");
-    let run = run_sim_command(&[py.as_os_str(), file.as_os_str()], &[], &[]);
+    let depth_arg = depth.map(|d| d.to_string()).unwrap_or_default();
+    let vt_args: &[&str] = match depth {
+        Some(_) => &["--stack-depth", &depth_arg],
+        None => &[],
+    };
+    let run = run_sim_command(&[py.as_os_str(), file.as_os_str()], vt_args, &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let truth = run.truth("python-ctypes");
     check(&run, truth, same);
@@ -286,6 +302,15 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
                     )
                 })
                 .collect();
+            let expected = match depth {
+                Some(d) => {
+                    assert_eq!(stack.len(), d, "a full stack: {stack:?}");
+                    let native = stack.iter().position(|f| f.module == "<python>");
+                    let room = d - native.expect("some Python frames");
+                    &expected[..room.min(expected.len())]
+                }
+                None => &expected[..],
+            };
             assert_eq!(
                 python, expected,
                 "Python frames of the {size}-byte allocation"
@@ -297,6 +322,9 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
                 python.is_empty(),
                 "no Python frames without the GIL: {stack:?}"
             );
+            if depth.is_some() {
+                continue;
+            }
             let last = stack.last().expect("a stack");
             assert_eq!(last.module, "<python>");
             assert!(

@@ -121,9 +121,14 @@ fn with_python(out: &mut [u64], n: usize) -> usize {
     let Some(_python) = crate::guard::PythonCapture::begin() else {
         return n;
     };
-    let mut py = [0u64; super::MAX_DEPTH];
-    let room = out.len().min(py.len());
-    match python::capture(&mut py[..room]) {
+    // Python frames replace the interpreter's own native frames, from the first one
+    // inward of the caller (e.g. ctypes -> libffi -> the eval loop -> ...). Only as many
+    // are read as fit; nothing is written unless this thread holds the GIL.
+    let at = out[..n]
+        .iter()
+        .position(|&ip| python::in_interpreter(ip))
+        .unwrap_or(n);
+    match python::capture(&mut out[at..]) {
         PyStack::Absent => n,
         PyStack::NoGil => {
             if n < out.len() {
@@ -133,17 +138,7 @@ fn with_python(out: &mut [u64], n: usize) -> usize {
                 n
             }
         }
-        PyStack::Frames(k) => {
-            // Python frames replace the interpreter's own native frames, from the first
-            // one inward of the caller (e.g. ctypes -> libffi -> the eval loop -> ...).
-            let at = out[..n]
-                .iter()
-                .position(|&ip| python::in_interpreter(ip))
-                .unwrap_or(n);
-            let k = k.min(out.len() - at);
-            out[at..at + k].copy_from_slice(&py[..k]);
-            at + k
-        }
+        PyStack::Frames(k) => at + k,
     }
 }
 

@@ -107,7 +107,8 @@ pub enum PyStack {
     Frames(usize),
 }
 
-/// Writes the calling thread's Python frames into `out`, innermost first.
+/// Writes the calling thread's Python frames into `out`, innermost first, as many as fit.
+/// `out` is left as it was unless the thread holds the GIL.
 pub fn capture(out: &mut [u64]) -> PyStack {
     let Some(api) = api() else {
         return PyStack::Absent;
