@@ -16,6 +16,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("invalid size {s:?}: {e} (e.g. 80GiB, 512MiB, 1073741824)"))
 }
 
+/// `1 block`, `6 blocks`, `2 processes`: a count with its noun, singular only for one.
+pub fn count(n: u64, one: &str) -> String {
+    match (n, one.ends_with('s')) {
+        (1, _) => format!("1 {one}"),
+        (_, true) => format!("{n} {one}es"),
+        (_, false) => format!("{n} {one}s"),
+    }
+}
+
 /// Nanoseconds as seconds with millisecond precision: `12.345s`.
 pub fn seconds(ns: u64) -> String {
     format!("{:.3}s", ns as f64 / 1e9)
@@ -108,5 +117,13 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(seconds(1_234_500_000), "1.234s");
+    }
+
+    #[test]
+    fn counts_take_the_plural_except_for_one() {
+        assert_eq!(count(1, "block"), "1 block");
+        assert_eq!(count(0, "failed allocation"), "0 failed allocations");
+        assert_eq!(count(2, "process"), "2 processes");
+        assert_eq!(count(1, "process"), "1 process");
     }
 }

@@ -3,7 +3,7 @@
 
 use super::common;
 use crate::snapshot::{figures, read_snapshot, timeline, DeviceSnapshot, Frame, Generation};
-use crate::units::bytes;
+use crate::units::{self, bytes};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -112,12 +112,10 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
         let f = figures(d);
         let _ = writeln!(
             out,
-            "device {}: {} segment{}, {} block{}",
+            "device {}: {}, {}",
             d.device,
-            f.segments,
-            if f.segments == 1 { "" } else { "s" },
-            f.blocks,
-            if f.blocks == 1 { "" } else { "s" }
+            units::count(f.segments as u64, "segment"),
+            units::count(f.blocks as u64, "block")
         );
         let _ = writeln!(out, "  reserved      {}", bytes(f.reserved));
         let requested = match (f.requested, f.internal) {

@@ -221,9 +221,9 @@ fn leaks(o: &mut String, v: &Leaks) {
     }
     let _ = writeln!(
         o,
-        "<p>{} of device memory in {} blocks.</p><table><tr><th>bytes</th><th>blocks</th><th>pid</th><th>device</th><th>kind</th><th>api</th></tr>",
+        "<p>{} of device memory in {}.</p><table><tr><th>bytes</th><th>blocks</th><th>pid</th><th>device</th><th>kind</th><th>api</th></tr>",
         bytes(v.leaked_bytes),
-        v.leaked_blocks
+        crate::units::count(v.leaked_blocks, "block")
     );
     for g in v.groups.iter().take(ROWS) {
         let _ = writeln!(

@@ -12,9 +12,9 @@ pub fn text(v: &Leaks, limit: usize) -> String {
     }
     let _ = writeln!(
         o,
-        "never freed: {} of device memory in {} blocks{}",
+        "never freed: {} of device memory in {}{}",
         units::bytes(v.leaked_bytes),
-        v.leaked_blocks,
+        units::count(v.leaked_blocks, "block"),
         if v.leaked_pinned_host_bytes > 0 {
             format!(
                 ", and {} of pinned host memory",

@@ -33,9 +33,9 @@ pub fn text(v: &OomView) -> String {
         );
         let _ = writeln!(
             o,
-            "  It held {} in {} blocks there (its peak so far: {}):",
+            "  It held {} in {} there (its peak so far: {}):",
             bytes(f.live_bytes),
-            f.live_blocks,
+            units::count(f.live_blocks, "block"),
             bytes(f.peak_before_bytes)
         );
         for g in f.live_groups.iter().take(TOP_GROUPS) {

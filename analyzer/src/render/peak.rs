@@ -16,9 +16,9 @@ pub fn text(v: &PeakView, limit: usize) -> String {
         let what = if v.at_ns.is_some() { "live" } else { "peak" };
         let _ = writeln!(
             o,
-            "{label}: {what} {} in {} blocks at {}",
+            "{label}: {what} {} in {} at {}",
             units::bytes(d.live_bytes),
-            d.live_blocks,
+            units::count(d.live_blocks, "block"),
             units::when(v.start_unix_ns, d.time_ns)
         );
         if d.processes.len() > 1 {

@@ -15,9 +15,8 @@ pub fn text(s: &Summary) -> String {
         s.processes.iter().map(|p| p.host.as_str()).collect();
     let _ = writeln!(
         o,
-        "run: {} process{}, started {}, {} long",
-        s.processes.len(),
-        if many { "es" } else { "" },
+        "run: {}, started {}, {} long",
+        units::count(s.processes.len() as u64, "process"),
         units::wall(s.start_unix_ns),
         units::seconds(s.duration_ns)
     );
@@ -97,12 +96,12 @@ pub fn text(s: &Summary) -> String {
         );
         let _ = writeln!(
             o,
-            "  {} events: {} allocations, {} frees, {} failed allocations; {} blocks ({}) never freed",
-            p.events,
-            p.allocations,
-            p.frees,
-            p.failed_allocations,
-            p.leaked_blocks,
+            "  {}: {}, {}, {}; {} ({}) never freed",
+            units::count(p.events, "event"),
+            units::count(p.allocations, "allocation"),
+            units::count(p.frees, "free"),
+            units::count(p.failed_allocations, "failed allocation"),
+            units::count(p.leaked_blocks, "block"),
             units::bytes(p.leaked_bytes)
         );
         for d in &p.devices {

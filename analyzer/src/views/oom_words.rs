@@ -9,9 +9,9 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
         .first()
         .map(|g| {
             format!(
-                " (the most, {}, in {} blocks from {})",
+                " (the most, {}, in {} from {})",
                 bytes(g.bytes),
-                g.blocks,
+                crate::units::count(g.blocks, "block"),
                 g.api
             )
         })
