@@ -135,6 +135,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
     ("killed", "killed.c", "killed", Link::DynamicRuntime, &[]),
     ("teardown", "teardown.c", "teardown", Link::Driver, &[]),
     (
+        "exit_busy",
+        "exit_busy.c",
+        "exit-busy",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "fork_threads",
         "fork_threads.c",
         "fork-threads",

@@ -86,10 +86,14 @@ fn next(name: &std::ffi::CStr) -> usize {
     unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
 }
 
-/// `_exit` skips atexit handlers and destructors: write now, waiting only briefly for the
-/// writer (it may be mid-write in another thread).
+/// `_exit` skips atexit handlers and destructors: write now. The writer may be in the
+/// middle of a write on its own thread; a first write names every frame and took over
+/// 200 ms on a loaded machine, and giving up then lost everything queued. Only a writer
+/// stuck for seconds (a hung file system) is given up on, so that the program can end.
+const IMMEDIATE_EXIT_WAIT: Duration = Duration::from_secs(5);
+
 fn before_immediate_exit() {
-    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", Duration::from_millis(200)));
+    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", IMMEDIATE_EXIT_WAIT));
 }
 
 #[cfg_attr(not(test), no_mangle)]

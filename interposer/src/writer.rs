@@ -99,6 +99,7 @@ pub fn wake() {
 }
 
 /// Whether hooks must write synchronously (no writer thread, or the process is ending).
+/// Asked after the push: the shard's lock orders it after the last flush's drain.
 #[inline]
 pub fn sync_writes() -> bool {
     SYNC_WRITES.load(Ordering::Relaxed)
@@ -146,8 +147,13 @@ pub fn finish_within(reason: &str, timeout: Duration) {
 }
 
 fn end(w: &mut Writer, reason: &str) {
-    w.flush(None);
+    // Synchronous from here on, before the last flush drains the shards: a thread whose
+    // push lands in a shard after the drain took it (the final write, stacks named, can
+    // take tens of milliseconds) takes that shard's lock after the drain released it, so
+    // it sees the flag and writes its event itself. Set after the flush, events queued in
+    // that window stayed in the queue until the process was gone.
     SYNC_WRITES.store(true, Ordering::Relaxed);
+    w.flush(None);
     if let State::Open(fd) = w.state {
         let end = End {
             t: clock::now(),

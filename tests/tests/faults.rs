@@ -405,6 +405,63 @@ fn calls_before_init_in_exiting_threads_and_at_exit_are_recorded() {
     );
 }
 
+/// Four threads allocate and free while the main thread ends the process under them
+/// (`exit`, then `_exit`): every call a thread logged as returned is in the trace, and
+/// at most one more per thread (the call in flight when the process ended). Events
+/// queued while the last flush ran were left in the queue, about half of them.
+#[test]
+fn calls_other_threads_make_while_the_process_ends_are_kept() {
+    for how in ["exit", "_exit"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pattern = format!("{}/", dir.path().display());
+        let out = run_within(
+            &mut traced("exit_busy", &["4", "20000", how], &pattern),
+            LIMIT,
+        );
+        succeeded(&out);
+        let mut logged: HashMap<(u32, String), u64> = HashMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let ["DONE", tid, api] = line.split(' ').collect::<Vec<_>>().as_slice() {
+                *logged
+                    .entry((tid.parse().unwrap(), api.to_string()))
+                    .or_default() += 1;
+            }
+        }
+        assert!(
+            logged.values().sum::<u64>() >= 20000,
+            "{how}: the workload's log"
+        );
+        let files = trace_paths(dir.path());
+        assert_eq!(files.len(), 1);
+        let mut reader = TraceReader::open(&files[0]).unwrap();
+        let mut traced: HashMap<(u32, String), u64> = HashMap::new();
+        while let Some(e) = reader.next_event().expect("a readable trace") {
+            *traced.entry((e.tid, e.api.name().to_string())).or_default() += 1;
+        }
+        assert_eq!(
+            reader.notes.end.as_ref().map(|e| e.reason.as_str()),
+            Some(how)
+        );
+        for (key, &n) in &logged {
+            let got = traced.get(key).copied().unwrap_or(0);
+            assert!(
+                (n..=n + 1).contains(&got),
+                "{how}: thread {} made {n} {} calls that returned, the trace has {got}",
+                key.0,
+                key.1
+            );
+        }
+        let in_flight: u64 = traced
+            .iter()
+            .map(|(k, &n)| n - logged.get(k).copied().unwrap_or(0).min(n))
+            .sum();
+        assert!(
+            in_flight <= 4,
+            "{how}: {in_flight} calls traced but never logged"
+        );
+    }
+}
+
 /// Threads allocating while the main thread forks 12 times; each child allocates and
 /// ends (exit or _exit): every process has its own exact trace.
 #[test]
