@@ -6,7 +6,7 @@ use crate::hooks::Call;
 use crate::stack::here;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::Api;
 
 /// Marker names, interned: an event carries the index (`handle`), the writer writes each
@@ -15,6 +15,15 @@ use vramtrace_schema::Api;
 type Names = (HashMap<String, u64>, Vec<String>);
 
 static NAMES: Mutex<Option<Names>> = Mutex::new(None);
+
+/// The names' lock, held across a fork by the forking thread: a child forked while
+/// another thread was interning a name inherited the lock taken, and its writer waited
+/// for it forever.
+pub struct ForkHold(#[allow(dead_code)] MutexGuard<'static, Option<Names>>);
+
+pub fn hold_for_fork() -> ForkHold {
+    ForkHold(NAMES.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn vramtrace_block_alloc(

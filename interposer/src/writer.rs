@@ -327,10 +327,17 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
     text.raw("}}\n");
 }
 
+/// What the forking thread holds across a fork besides the queue and the stack tables:
+/// every lock the child's writer takes.
+struct Held {
+    writer: MutexGuard<'static, Writer>,
+    wake: MutexGuard<'static, bool>,
+    _names: crate::annotate::ForkHold,
+    _codes: crate::stack::python::ForkHold,
+}
+
 thread_local! {
-    /// The writer and its wake-up lock, held across a fork by the forking thread.
-    static HELD: RefCell<Option<(MutexGuard<'static, Writer>, MutexGuard<'static, bool>)>> =
-        const { RefCell::new(None) };
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
 /// fork: hold the writer so the child never inherits it half-way through a write.
@@ -343,11 +350,19 @@ pub fn before_fork() {
     crate::stack::capture::touch_fork_state();
     crate::stack::modules::touch_fork_state();
     let writer = lock();
+    let names = crate::annotate::hold_for_fork();
+    let codes = crate::stack::python::hold_for_fork();
     queue::lock_all();
     crate::stack::capture::before_fork();
     crate::stack::modules::before_fork();
     let wake = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = HELD.try_with(|h| *h.borrow_mut() = Some((writer, wake)));
+    let held = Held {
+        writer,
+        wake,
+        _names: names,
+        _codes: codes,
+    };
+    let _ = HELD.try_with(|h| *h.borrow_mut() = Some(held));
 }
 
 pub fn after_fork_parent() {
@@ -364,7 +379,12 @@ pub fn after_fork_child() {
     crate::unload::after_fork_child();
     queue::unlock_all_cleared();
     let _ = HELD.try_with(|h| {
-        if let Some((mut w, mut woken)) = h.borrow_mut().take() {
+        if let Some(Held {
+            writer: mut w,
+            wake: mut woken,
+            ..
+        }) = h.borrow_mut().take()
+        {
             if let State::Open(fd) = w.state {
                 // SAFETY: the parent's descriptor, not the child's to write.
                 unsafe { libc::close(fd) };

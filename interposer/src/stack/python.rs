@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Range;
-use std::sync::Mutex;
 use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard};
 
 /// Marks a synthetic address as a Python frame (no user-space code lives up there).
 pub const PYTHON_BIT: u64 = 1 << 63;
@@ -43,6 +43,20 @@ static API: OnceLock<Option<CApi>> = OnceLock::new();
 static CODES: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
 /// (file, function) per code object index, read by the writer thread.
 static CODE_NAMES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// The code tables' locks, held across a fork by the forking thread (in the order
+/// [`code_index`] takes them): a thread without the GIL can fork while another names a
+/// code object, and the child would inherit the locks taken.
+#[allow(dead_code)]
+pub struct ForkHold(
+    MutexGuard<'static, Option<HashMap<usize, u32>>>,
+    MutexGuard<'static, Vec<(String, String)>>,
+);
+
+pub fn hold_for_fork() -> ForkHold {
+    let codes = CODES.lock().unwrap_or_else(|e| e.into_inner());
+    ForkHold(codes, CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 fn find(name: &CStr) -> Option<usize> {
     // SAFETY: a lookup in the default scope.
