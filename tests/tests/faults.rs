@@ -384,7 +384,7 @@ fn run_sim_within(name: &str) -> vramtrace_tests::harness::Outcome {
 }
 
 /// Before cuInit, in threads as they start and exit (a pthread key destructor), in an
-/// atexit handler: every call is recorded once, nothing crashes or hangs.
+/// atexit handler: every call is recorded once, with its stack, nothing crashes or hangs.
 #[test]
 fn calls_before_init_in_exiting_threads_and_at_exit_are_recorded() {
     let run = run_sim_within("teardown");
@@ -403,6 +403,9 @@ fn calls_before_init_in_exiting_threads_and_at_exit_are_recorded() {
         trace.notes.end.as_ref().map(|e| e.reason.as_str()),
         Some("exit")
     );
+    // Also those made after the thread's own destructors ran (key destructors, atexit).
+    let bare: Vec<_> = trace.events.iter().filter(|e| e.stack == 0).collect();
+    assert!(bare.is_empty(), "events without a stack: {bare:?}");
 }
 
 /// Four threads allocate and free while the main thread ends the process under them

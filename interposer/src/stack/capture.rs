@@ -171,9 +171,9 @@ fn capture_native(out: &mut [u64], at: Registers) -> (usize, u64) {
 fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> (usize, u64) {
     // The memo's first use registers its destructor, which takes the loader's lock: not
     // with the table's lock held (a dlclose holding the loader's lock may wait for it).
-    if MEMO.try_with(|_| ()).is_err() {
-        return (0, 0);
-    }
+    // Once the thread's destructors ran it, the thread is ending (a pthread key
+    // destructor, an atexit handler of the main thread): a memo of its own, for this walk.
+    let memo_gone = MEMO.try_with(|_| ()).is_err();
     let mut guard = STATE.read().unwrap_or_else(|e| e.into_inner());
     if guard.is_none() {
         drop(guard);
@@ -191,9 +191,7 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> (usize, u64
         return (0, 0);
     };
     let epoch = crate::unload::unloads();
-    let result = MEMO.try_with(|memo| {
-        let mut memo = memo.try_borrow_mut().ok()?;
-        let memo = memo.get_or_insert_with(|| Box::new(Memo::new()));
+    let mut walk_with = |memo: &mut Memo| {
         let mut read = |addr: u64| {
             if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
                 return Err(());
@@ -210,13 +208,22 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> (usize, u64
         // The walk stopped: normal at the stack's end, or a frame in code no known module
         // holds (a library loaded since the last scan). Only then rescan.
         let unknown = end == End::Stopped && n > 0 && !known(&state.ranges, out[n - 1]);
-        Some(if unknown && n < out.len() && rescan_due() {
+        if unknown && n < out.len() && rescan_due() {
             usize::MAX
         } else {
             n
-        })
-    });
-    (result.ok().flatten().unwrap_or(0), epoch)
+        }
+    };
+    let n = if memo_gone {
+        walk_with(&mut Box::new(Memo::new()))
+    } else {
+        let kept = MEMO.try_with(|memo| {
+            let mut memo = memo.try_borrow_mut().ok()?;
+            Some(walk_with(memo.get_or_insert_with(|| Box::new(Memo::new()))))
+        });
+        kept.ok().flatten().unwrap_or(0)
+    };
+    (n, epoch)
 }
 
 fn rescan_due() -> bool {
