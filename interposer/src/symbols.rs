@@ -130,15 +130,17 @@ fn resolve_next(slot: Slot) -> usize {
 /// holds another library's function (a second copy of libcudart, say): the wrapper
 /// would call the wrong one, so that pointer is handed back unwrapped.
 pub fn adopt(slot: Slot, p: usize) -> bool {
-    match REAL[slot as usize].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {
-            if slot.lib() == Lib::Driver {
-                DRIVER_SEEN.store(p, Ordering::Release);
-            }
-            true
-        }
-        Err(existing) => existing == p,
+    let adopted =
+        match REAL[slot as usize].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(existing) => existing == p,
+        };
+    // Also when another thread adopted the same pointer first: it may not have published
+    // it yet, and this thread's call would find no driver to ask for its device.
+    if adopted && slot.lib() == Lib::Driver {
+        DRIVER_SEEN.store(p, Ordering::Release);
     }
+    adopted
 }
 
 /// Any real driver function seen: tells where libcuda lives (for `cuCtxGetDevice`).

@@ -26,6 +26,11 @@ static STATE: RwLock<Option<State>> = RwLock::new(None);
 /// outside every known module (a new `dlopen`, JIT code) shows up.
 static LAST_SCAN_NS: AtomicU64 = AtomicU64::new(0);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Changes whenever a module table is built.
+pub fn table_builds() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
 const RESCAN_INTERVAL_NS: u64 = 5_000_000;
 
 thread_local! {

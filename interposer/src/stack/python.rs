@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Mutex, MutexGuard};
 
@@ -37,7 +38,10 @@ struct CApi {
     module: Range<u64>,
 }
 
-static API: OnceLock<Option<CApi>> = OnceLock::new();
+static API: OnceLock<CApi> = OnceLock::new();
+/// The module tables built when Python was last looked for and not found: it is looked
+/// for again once a table is rebuilt (a program can load libpython after its first call).
+static ABSENT_AT: AtomicU64 = AtomicU64::new(0);
 /// Code object address -> index into CODE_NAMES. Code objects in it are kept alive (one
 /// reference each), so an address is never reused for another code object.
 static CODES: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
@@ -98,7 +102,26 @@ fn load() -> Option<CApi> {
 }
 
 fn api() -> Option<&'static CApi> {
-    API.get_or_init(load).as_ref()
+    if let Some(api) = API.get() {
+        return Some(api);
+    }
+    let builds = super::capture::table_builds();
+    if ABSENT_AT.load(Ordering::Relaxed) == builds {
+        return None;
+    }
+    // No lock is held while looking, and threads that race here each look: with a
+    // once-initialiser, a thread in a library constructor (holding the loader's lock)
+    // would wait for one that waits for the loader's lock in `dlsym`.
+    match load() {
+        Some(api) => {
+            let _ = API.set(api);
+            API.get()
+        }
+        None => {
+            ABSENT_AT.store(builds, Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 /// Whether this process has a Python interpreter to take frames from.
