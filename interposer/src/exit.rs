@@ -89,7 +89,8 @@ fn next(name: &std::ffi::CStr) -> usize {
 /// `_exit` skips atexit handlers and destructors: write now. The writer may be in the
 /// middle of a write on its own thread; a first write names every frame and took over
 /// 200 ms on a loaded machine, and giving up then lost everything queued. Only a writer
-/// stuck for seconds (a hung file system) is given up on, so that the program can end.
+/// that makes no progress for seconds (a hung file system) is given up on, so that the
+/// program can end.
 const IMMEDIATE_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 fn before_immediate_exit() {

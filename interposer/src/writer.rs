@@ -7,7 +7,7 @@ use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
 use crate::{clock, output, settings, warn};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use vramtrace_schema::{End, JsonBuf, JsonOut};
@@ -130,16 +130,24 @@ pub fn finish(reason: &str) {
     end(&mut lock(), reason);
 }
 
-/// [`finish`], unless the writer stays busy longer than `timeout`: then only what can be
-/// written without waiting is.
+/// Events and frames the writer has formatted: tells a busy writer from a stuck one.
+static PROGRESS: AtomicU64 = AtomicU64::new(0);
+
+/// [`finish`], unless the writer, busy on another thread, makes no progress for
+/// `timeout` (a write blocked on a hung file system): then nothing more is written.
 pub fn finish_within(reason: &str, timeout: Duration) {
-    let deadline = std::time::Instant::now() + timeout;
+    let mut seen = PROGRESS.load(Ordering::Relaxed);
+    let mut deadline = std::time::Instant::now() + timeout;
     loop {
         if let Ok(mut w) = WRITER.try_lock() {
             end(&mut w, reason);
             return;
         }
-        if std::time::Instant::now() >= deadline {
+        let now = std::time::Instant::now();
+        let progress = PROGRESS.load(Ordering::Relaxed);
+        if progress != seen {
+            (seen, deadline) = (progress, now + timeout);
+        } else if now >= deadline {
             return;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -275,6 +283,7 @@ impl Writer {
                 });
             }
             e.write_json(&mut text);
+            PROGRESS.fetch_add(1, Ordering::Relaxed);
         }
         if self.write(fd, &text) {
             self.written += batch.len() as u64;
@@ -317,6 +326,7 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
         };
         let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
         text.push(b'\n');
+        PROGRESS.fetch_add(1, Ordering::Relaxed);
     }
     text.raw("{\"node\":{\"id\":");
     text.u64(node.id);

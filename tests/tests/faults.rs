@@ -441,9 +441,17 @@ fn calls_other_threads_make_while_the_process_ends_are_kept() {
         while let Some(e) = reader.next_event().expect("a readable trace") {
             *traced.entry((e.tid, e.api.name().to_string())).or_default() += 1;
         }
+        let ends: Vec<String> = std::fs::read_to_string(&files[0])
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("{\"end\""))
+            .map(String::from)
+            .collect();
         assert_eq!(
             reader.notes.end.as_ref().map(|e| e.reason.as_str()),
-            Some(how)
+            Some(how),
+            "{how}: end records {ends:?}, stderr {}",
+            String::from_utf8_lossy(&out.stderr)
         );
         for (key, &n) in &logged {
             let got = traced.get(key).copied().unwrap_or(0);
