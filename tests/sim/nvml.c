@@ -3,6 +3,7 @@
  * NVML it needs no CUDA context, reports the process's used memory including its CUDA
  * contexts, and asks for a bigger buffer with NVML_ERROR_INSUFFICIENT_SIZE. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,11 @@ struct sim_nvml_device { int index; };
 
 static struct sim_nvml_device devices[16];
 static int initialized;
+static atomic_ulong memory_queries;
+
+/* Not NVML's: how many times nvmlDeviceGetMemoryInfo was answered, so that a workload can
+ * hold still until a profiler has sampled it a few times, however slow the machine. */
+NVMLAPI unsigned long vramtrace_sim_nvml_memory_queries(void) { return atomic_load(&memory_queries); }
 
 typedef int (*device_memory_fn)(int, size_t *, size_t *);
 
@@ -82,6 +88,9 @@ static void usage(nvmlDevice_t d, size_t *used, size_t *capacity) {
 NVMLAPI nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     if (!device || !memory) return NVML_ERROR_INVALID_ARGUMENT;
+    /* Counted before the figures are read: a query counted after some moment reads the
+     * state after it. */
+    atomic_fetch_add(&memory_queries, 1);
     size_t used, capacity;
     usage(device, &used, &capacity);
     memory->total = capacity;

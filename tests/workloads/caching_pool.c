@@ -1,7 +1,8 @@
 /* A program with its own small caching allocator, like PyTorch's: it reserves 20 MiB
  * segments with cudaMalloc, hands out 512-byte-rounded blocks inside them, keeps freed
  * blocks cached, and says so through the annotations of interposer/include/vramtrace.h.
- * It also loads NVML, as frameworks do, so vramtrace samples the device layer.
+ * It also loads NVML, as frameworks do, so vramtrace samples the device layer, and after
+ * its last segment holds still until the (simulated) NVML was asked 7 times.
  *
  * Prints its truth, and one line
  *   VRAMTRACE_POOL {"allocated_peak":A,"allocated_end":E,"requested_peak":R,"requested_end":Q,
@@ -126,7 +127,11 @@ int main(int argc, char **argv) {
         WL_CHECK(cudaSetDevice(0));
         return fragment();
     }
-    if (!dlopen("libnvidia-ml.so.1", RTLD_NOW)) return 3;
+    void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!nvml) return 3;
+    unsigned long (*nvml_queries)(void) =
+        (unsigned long (*)(void))dlsym(nvml, "vramtrace_sim_nvml_memory_queries");
+    if (!nvml_queries) return 3;
     WL_CHECK(cudaSetDevice(0));
     marker("model");
     struct block *weights[8];
@@ -135,9 +140,16 @@ int main(int argc, char **argv) {
     struct block *acts[16];
     for (int i = 0; i < 16; i++) acts[i] = pool_alloc(256 * 1024 + 1000 * (size_t)i);
     for (int i = 0; i < 16; i += 2) pool_free(acts[i]);
-    /* Hold still while NVML is sampled: device = reserved + the context. */
+    /* Hold still while NVML is sampled, 7 times (or for 30 s at most): device = reserved +
+     * the context. No segment is allocated or freed from here on. The "pause" marker
+     * comes once a sample began after the last segment: every sample written after it
+     * read the state of the pause. */
     unsigned long long reserved_during_pause = reserved;
-    usleep(400 * 1000);
+    unsigned long asked = nvml_queries();
+    int waited = 0;
+    while (waited < 30000 && nvml_queries() == asked) usleep(5000), waited += 5;
+    marker("pause");
+    while (waited < 30000 && nvml_queries() < asked + 7) usleep(5000), waited += 5;
     for (int i = 1; i < 16; i += 2) pool_free(acts[i]);
     for (int i = 0; i < 4; i++) pool_free(weights[i]);
     unsigned long long largest_end = largest_free(); /* also counts free_pieces */
