@@ -158,7 +158,9 @@ fn python(s: &Setup, script: &str, env: &[(&str, &str)]) -> Output {
         )
         .env_remove("VRAMTRACE_TORCH")
         .env_remove("VRAMTRACE_TORCH_MAX_ENTRIES")
-        .env_remove("VRAMTRACE_TORCH_OOM_SNAPSHOTS");
+        .env_remove("VRAMTRACE_TORCH_OOM_SNAPSHOTS")
+        .env_remove("PYTORCH_CUDA_ALLOC_CONF")
+        .env_remove("PYTORCH_ALLOC_CONF");
     for (k, v) in env {
         cmd.env(k, v);
     }

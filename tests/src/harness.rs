@@ -3,8 +3,10 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader};
 use vramtrace_schema::{Api, Event, Header, Op, StackTable};
 
@@ -241,6 +243,66 @@ impl Outcome {
     }
 }
 
+/// Removes from `cmd`'s environment what would change a traced run if the shell running
+/// the tests had it set: every `VRAMTRACE_*` setting, the variables a trace records
+/// ([`vramtrace_schema::ENV_KEYS`]), the allocator settings, and `LD_PRELOAD`. Tests set
+/// what they need after this.
+pub fn clean_env(cmd: &mut Command) -> &mut Command {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("VRAMTRACE_") {
+            cmd.env_remove(&key);
+        }
+    }
+    for key in vramtrace_schema::ENV_KEYS {
+        cmd.env_remove(key);
+    }
+    cmd.env_remove("PYTORCH_ALLOC_CONF")
+        .env_remove("LD_PRELOAD")
+}
+
+/// Runs `cmd` to its end, or kills it after `limit` and fails: a hang is a deadlock.
+pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the workload starts");
+    wait_within(child, limit, &format!("{cmd:?}"))
+}
+
+pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the workload") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}: deadlock or hang");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
 /// `vramtrace summary --json DIR`, which must succeed.
 pub fn summary_of(dir: &Path) -> Value {
     let out = Command::new(vramtrace())
@@ -280,11 +342,16 @@ pub fn run_sim(
     run_sim_command(&command, vt_args, env)
 }
 
+/// The longest a traced run may take before it counts as hung (the longest default
+/// test takes under a minute in a debug build on two cores).
+const RUN_LIMIT: Duration = Duration::from_secs(600);
+
 /// Runs `vramtrace run --sim [vt_args] -- COMMAND...` with `env` set.
 pub fn run_sim_command(command: &[&OsStr], vt_args: &[&str], env: &[(&str, &str)]) -> Outcome {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut cmd = Command::new(vramtrace());
-    cmd.arg("run")
+    clean_env(&mut cmd)
+        .arg("run")
         .arg("--sim")
         .arg("-o")
         .arg(dir.path())
@@ -294,8 +361,7 @@ pub fn run_sim_command(command: &[&OsStr], vt_args: &[&str], env: &[(&str, &str)
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let output = cmd.output().expect("vramtrace run starts");
-    finish(output, dir)
+    finish(run_within(&mut cmd, RUN_LIMIT), dir)
 }
 
 /// Collects truths and traces after a run whose traces are in `dir`.

@@ -4,19 +4,17 @@
 //! deadlock fails the test instead of hanging the suite.
 #![allow(dead_code)] // each test file uses its own part
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-use vramtrace_tests::harness::{interposer, sim_dir, workload};
+use std::process::{Command, Output};
+pub use vramtrace_tests::harness::run_within;
+use vramtrace_tests::harness::{clean_env, interposer, sim_dir, workload};
 
 /// The workload with the simulated CUDA stack on its library path, without vramtrace.
 pub fn bare(name: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(workload(name));
-    cmd.args(args)
-        .env("LD_LIBRARY_PATH", sim_dir())
-        .env_remove("LD_PRELOAD")
-        .env_remove("VRAMTRACE_OUTPUT");
+    clean_env(&mut cmd)
+        .args(args)
+        .env("LD_LIBRARY_PATH", sim_dir());
     cmd
 }
 
@@ -26,49 +24,6 @@ pub fn traced(name: &str, args: &[&str], output: &str) -> Command {
     cmd.env("LD_PRELOAD", interposer())
         .env("VRAMTRACE_OUTPUT", output);
     cmd
-}
-
-/// Runs `cmd` to its end, or kills it after `limit` and fails: a hang is a deadlock.
-pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the workload starts");
-    wait_within(child, limit, &format!("{cmd:?}"))
-}
-
-pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for the workload") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {limit:?}: deadlock or hang");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: out_reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
 }
 
 /// The `VRAMTRACE_TRUTH` lines of a run, with the fields that differ from run to run
