@@ -141,6 +141,7 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &[],
     ),
+    ("signals", "signals.c", "signals", Link::DynamicRuntime, &[]),
     (
         "fork_threads",
         "fork_threads.c",

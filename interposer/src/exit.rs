@@ -89,12 +89,13 @@ fn next(name: &std::ffi::CStr) -> usize {
 /// `_exit` skips atexit handlers and destructors: write now. The writer may be in the
 /// middle of a write on its own thread; a first write names every frame and took over
 /// 200 ms on a loaded machine, and giving up then lost everything queued. Only a writer
-/// that makes no progress for seconds (a hung file system) is given up on, so that the
-/// program can end.
-const IMMEDIATE_EXIT_WAIT: Duration = Duration::from_secs(5);
+/// that makes no progress for seconds (a hung file system), or is still busy after half
+/// a minute, is given up on, so that the program can end.
+const STALLED: Duration = Duration::from_secs(5);
+const AT_MOST: Duration = Duration::from_secs(30);
 
 fn before_immediate_exit() {
-    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", IMMEDIATE_EXIT_WAIT));
+    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", STALLED, AT_MOST));
 }
 
 #[cfg_attr(not(test), no_mangle)]

@@ -27,6 +27,7 @@ pub mod queued;
 pub mod settings;
 pub mod stack;
 pub mod symbols;
+pub mod thread;
 pub mod trace_file;
 pub mod unload;
 pub mod warn;

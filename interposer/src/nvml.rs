@@ -64,9 +64,7 @@ pub fn poll() {
         return;
     };
     let interval = Duration::from_millis(settings::get().nvml_ms);
-    let _ = std::thread::Builder::new()
-        .name("vramtrace-nvml".into())
-        .spawn(move || sample_forever(nvml, interval));
+    let _ = crate::thread::spawn("vramtrace-nvml", move || sample_forever(nvml, interval));
 }
 
 /// A forked child has no sampler thread.

@@ -6,7 +6,7 @@ use crate::queue::{self, Queued};
 use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
 use crate::{clock, output, settings, warn};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,22 +62,25 @@ pub fn ensure_thread() {
         return;
     }
     let interval = Duration::from_millis(settings::get().flush_ms);
-    let spawned = std::thread::Builder::new()
-        .name("vramtrace-writer".into())
-        .spawn(move || loop {
-            {
-                let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
-                if !*woken {
-                    woken = match WAKE.1.wait_timeout(woken, interval) {
-                        Ok((g, _)) => g,
-                        Err(e) => e.into_inner().0,
-                    };
-                }
-                *woken = false;
+    let spawned = crate::thread::spawn("vramtrace-writer", move || loop {
+        {
+            let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
+            if !*woken {
+                woken = match WAKE.1.wait_timeout(woken, interval) {
+                    Ok((g, _)) => g,
+                    Err(e) => e.into_inner().0,
+                };
             }
+            *woken = false;
+        }
+        // The process is ending: the thread that ends it writes. A writer far behind a
+        // busy program took the lock again right after each flush, and the ending
+        // thread (std's mutex is not fair) waited for tens of seconds.
+        if !FINISHING.load(Ordering::Relaxed) {
             flush_periodic();
-            crate::nvml::poll();
-        });
+        }
+        crate::nvml::poll();
+    });
     if spawned.is_err() {
         // Without a thread, every hook flushes what it queued itself.
         SYNC_WRITES.store(true, Ordering::Relaxed);
@@ -105,14 +108,65 @@ pub fn sync_writes() -> bool {
     SYNC_WRITES.load(Ordering::Relaxed)
 }
 
+/// Set once the process image starts ending: the writer thread stops taking the writer.
+static FINISHING: AtomicBool = AtomicBool::new(false);
+
 /// Writes everything queued so far.
 pub fn flush() {
     lock().flush(None);
 }
 
+thread_local! {
+    /// Whether this thread holds the writer: a signal handler that ends the process from
+    /// inside a write must not wait for the write it interrupted.
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The writer, held by this thread.
+struct Locked(MutexGuard<'static, Writer>);
+
+impl Locked {
+    fn new(guard: MutexGuard<'static, Writer>) -> Locked {
+        let _ = HOLDING.try_with(|h| h.set(true));
+        Locked(guard)
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let _ = HOLDING.try_with(|h| h.set(false));
+    }
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Writer {
+        &mut self.0
+    }
+}
+
+fn holding() -> bool {
+    HOLDING.try_with(Cell::get).unwrap_or(false)
+}
+
 /// The writer; a panic while it was held (none is expected) does not make it unusable.
-fn lock() -> MutexGuard<'static, Writer> {
-    WRITER.lock().unwrap_or_else(|e| e.into_inner())
+fn lock() -> Locked {
+    Locked::new(WRITER.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The writer if nobody holds it right now.
+fn try_lock() -> Option<Locked> {
+    match WRITER.try_lock() {
+        Ok(g) => Some(Locked::new(g)),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(Locked::new(e.into_inner())),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// The writer thread's periodic flush: writes the events timed before it started and
@@ -127,34 +181,50 @@ fn flush_periodic() {
 /// Writes everything queued, then the end record. Later events (teardown in other
 /// threads) are written as they come.
 pub fn finish(reason: &str) {
+    if holding() {
+        return;
+    }
+    FINISHING.store(true, Ordering::Relaxed);
     end(&mut lock(), reason);
 }
 
-/// Events and frames the writer has formatted: tells a busy writer from a stuck one.
+/// Steps the writer has made (events and frames formatted, shards drained, writes
+/// done): tells a busy writer from a stuck one.
 static PROGRESS: AtomicU64 = AtomicU64::new(0);
 
+fn progressed() {
+    PROGRESS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// [`finish`], unless the writer, busy on another thread, makes no progress for
-/// `timeout` (a write blocked on a hung file system): then nothing more is written.
-pub fn finish_within(reason: &str, timeout: Duration) {
+/// `stalled` (a write blocked on a hung file system) or has not let go after `at_most`:
+/// then nothing more is written.
+pub fn finish_within(reason: &str, stalled: Duration, at_most: Duration) {
+    if holding() {
+        return;
+    }
+    FINISHING.store(true, Ordering::Relaxed);
+    let start = std::time::Instant::now();
     let mut seen = PROGRESS.load(Ordering::Relaxed);
-    let mut deadline = std::time::Instant::now() + timeout;
+    let mut deadline = start + stalled;
     loop {
-        if let Ok(mut w) = WRITER.try_lock() {
+        if let Some(mut w) = try_lock() {
             end(&mut w, reason);
             return;
         }
         let now = std::time::Instant::now();
         let progress = PROGRESS.load(Ordering::Relaxed);
         if progress != seen {
-            (seen, deadline) = (progress, now + timeout);
-        } else if now >= deadline {
+            (seen, deadline) = (progress, now + stalled);
+        }
+        if now >= deadline || now >= start + at_most {
             return;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-fn end(w: &mut Writer, reason: &str) {
+fn end(w: &mut Locked, reason: &str) {
     // Synchronous from here on, before the last flush drains the shards: a thread whose
     // push lands in a shard after the drain took it (the final write, stacks named, can
     // take tens of milliseconds) takes that shard's lock after the drain released it, so
@@ -218,7 +288,9 @@ impl Writer {
         batch.append(&mut self.carry);
         self.carry_ips.clear();
         queue::drain_into(&mut self.spares, &mut batch, &mut ips);
+        progressed();
         batch.sort_by_key(|q| q.t);
+        progressed();
         let keep = cut.map_or(batch.len(), |cut| batch.partition_point(|q| q.t <= cut));
         for q in &batch[keep..] {
             let start = self.carry_ips.len() as u32;
@@ -283,7 +355,7 @@ impl Writer {
                 });
             }
             e.write_json(&mut text);
-            PROGRESS.fetch_add(1, Ordering::Relaxed);
+            progressed();
         }
         if self.write(fd, &text) {
             self.written += batch.len() as u64;
@@ -292,7 +364,9 @@ impl Writer {
     }
 
     fn write(&mut self, fd: i32, bytes: &[u8]) -> bool {
-        match output::write_all(fd, bytes) {
+        let written = output::write_all(fd, bytes);
+        progressed();
+        match written {
             Ok(()) => true,
             Err(e) => {
                 self.state = State::Failed;
@@ -326,7 +400,7 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
         };
         let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
         text.push(b'\n');
-        PROGRESS.fetch_add(1, Ordering::Relaxed);
+        progressed();
     }
     text.raw("{\"node\":{\"id\":");
     text.u64(node.id);
@@ -340,7 +414,7 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
 /// What the forking thread holds across a fork besides the queue and the stack tables:
 /// every lock the child's writer takes.
 struct Held {
-    writer: MutexGuard<'static, Writer>,
+    writer: Locked,
     wake: MutexGuard<'static, bool>,
     _names: crate::annotate::ForkHold,
     _codes: crate::stack::python::ForkHold,
@@ -411,4 +485,5 @@ pub fn after_fork_child() {
     });
     THREAD_STARTED.store(false, Ordering::Relaxed);
     SYNC_WRITES.store(false, Ordering::Relaxed);
+    FINISHING.store(false, Ordering::Relaxed);
 }

@@ -479,6 +479,36 @@ fn calls_other_threads_make_while_the_process_ends_are_kept() {
     }
 }
 
+/// A process-directed signal goes to a thread that does not block it: always one of the
+/// program's, never vramtrace's writer, which starts from a thread that takes it.
+#[test]
+fn signals_for_the_program_reach_only_its_own_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = format!("{}/", dir.path().display());
+    let out = run_within(&mut traced("signals", &["200"], &pattern), LIMIT);
+    succeeded(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let takers: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("SIGNAL "))
+        .collect();
+    assert_eq!(takers.len(), 200, "every signal was handled: {stdout:.400}");
+    let ours: Vec<_> = takers
+        .iter()
+        .filter(|t| t.starts_with("vramtrace"))
+        .collect();
+    assert!(
+        ours.is_empty(),
+        "{} signals ran on vramtrace's threads",
+        ours.len()
+    );
+    assert_eq!(
+        trace_paths(dir.path()).len(),
+        1,
+        "the worker's calls were traced"
+    );
+}
+
 /// Threads allocating while the main thread forks 12 times; each child allocates and
 /// ends (exit or _exit): every process has its own exact trace.
 #[test]

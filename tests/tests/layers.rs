@@ -64,7 +64,7 @@ fn device_layer_gap_is_the_context_overhead() {
     let reserved = pool["reserved_during_pause"].as_u64().unwrap();
     let events = &run.traces[0].events;
     // The workload allocates no segment after its last one, and its "pause" marker comes
-    // once NVML was asked after that; it holds still until NVML was asked 7 times.
+    // once NVML was asked after that; it holds still until NVML was asked 6 more times.
     let pause = events
         .iter()
         .find(|e| {

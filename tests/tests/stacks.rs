@@ -249,14 +249,17 @@ fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
     python_frames_at_depth(None);
 }
 
-/// Cut at 8 frames, a stack keeps its native frames down to the interpreter and then as
-/// many of the innermost Python frames as fit.
+/// Cut 3 frames below the interpreter, a stack keeps its native frames down to the
+/// interpreter and then as many of the innermost Python frames as fit.
 #[test]
 fn python_frames_cut_at_the_stack_depth_are_the_innermost() {
-    python_frames_at_depth(Some(8));
+    let native = python_frames_at_depth(None);
+    python_frames_at_depth(Some(native + 3));
 }
 
-fn python_frames_at_depth(depth: Option<usize>) {
+/// Checks each allocation's Python frames; returns the most native frames that came
+/// before them.
+fn python_frames_at_depth(depth: Option<usize>) -> usize {
     let py = python();
     let file = script("python_ctypes.py");
     let depth_arg = depth.map(|d| d.to_string()).unwrap_or_default();
@@ -270,6 +273,7 @@ fn python_frames_at_depth(depth: Option<usize>) {
     check(&run, truth, same);
     let trace = run.trace_for(truth);
     let records = run.printed("VRAMTRACE_PYFRAMES ");
+    let mut most_native = 0;
     for r in records.as_array().unwrap() {
         let size = r["size"].as_u64().unwrap();
         let e = trace
@@ -302,12 +306,15 @@ fn python_frames_at_depth(depth: Option<usize>) {
                     )
                 })
                 .collect();
+            let native = stack
+                .iter()
+                .position(|f| f.module == "<python>")
+                .expect("some Python frames");
+            most_native = most_native.max(native);
             let expected = match depth {
                 Some(d) => {
                     assert_eq!(stack.len(), d, "a full stack: {stack:?}");
-                    let native = stack.iter().position(|f| f.module == "<python>");
-                    let room = d - native.expect("some Python frames");
-                    &expected[..room.min(expected.len())]
+                    &expected[..(d - native).min(expected.len())]
                 }
                 None => &expected[..],
             };
@@ -336,6 +343,7 @@ fn python_frames_at_depth(depth: Option<usize>) {
             );
         }
     }
+    most_native
 }
 
 #[test]

@@ -140,16 +140,18 @@ int main(int argc, char **argv) {
     struct block *acts[16];
     for (int i = 0; i < 16; i++) acts[i] = pool_alloc(256 * 1024 + 1000 * (size_t)i);
     for (int i = 0; i < 16; i += 2) pool_free(acts[i]);
-    /* Hold still while NVML is sampled, 7 times (or for 30 s at most): device = reserved +
-     * the context. No segment is allocated or freed from here on. The "pause" marker
-     * comes once a sample began after the last segment: every sample written after it
-     * read the state of the pause. */
+    /* Hold still while NVML is sampled (30 s at most): device = reserved + the context.
+     * No segment is allocated or freed from here on. The "pause" marker comes once a
+     * sample began after the last segment, so every sample written after it read the
+     * state of the pause; then NVML is asked 6 more times, so that at least 5 samples
+     * are written after the marker. */
     unsigned long long reserved_during_pause = reserved;
     unsigned long asked = nvml_queries();
     int waited = 0;
     while (waited < 30000 && nvml_queries() == asked) usleep(5000), waited += 5;
     marker("pause");
-    while (waited < 30000 && nvml_queries() < asked + 7) usleep(5000), waited += 5;
+    asked = nvml_queries();
+    while (waited < 30000 && nvml_queries() < asked + 6) usleep(5000), waited += 5;
     for (int i = 1; i < 16; i += 2) pool_free(acts[i]);
     for (int i = 0; i < 4; i++) pool_free(weights[i]);
     unsigned long long largest_end = largest_free(); /* also counts free_pieces */

@@ -1,0 +1,40 @@
+//! vramtrace's own threads (the writer, the NVML sampler) take no signals meant for the
+//! program: a process-directed signal goes to one of the program's threads, where its
+//! handlers expect to run. (A handler that calls `_exit` on the writer thread, mid-write,
+//! would also wait for the writer it interrupted.)
+
+use std::thread::JoinHandle;
+
+/// Signals that only the faulting thread itself can raise: blocking them is undefined.
+const SYNCHRONOUS: [i32; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGTRAP,
+];
+
+/// Spawns a thread named `name` that starts with every asynchronous signal blocked: the
+/// mask is set in the spawning thread around the spawn, so the new one inherits it from
+/// its first instruction, and then put back.
+pub fn spawn<F>(name: &str, f: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    // SAFETY: sigset_t is plain data, filled by sigfillset before use; pthread_sigmask
+    // with valid pointers.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut block);
+        for s in SYNCHRONOUS {
+            libc::sigdelset(&mut block, s);
+        }
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old) == 0;
+        let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+        if masked {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+        spawned
+    }
+}
