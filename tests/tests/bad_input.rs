@@ -188,18 +188,51 @@ fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
     (name.to_string(), b)
 }
 
-/// 600 mutants of a real trace (fixed seed: a failure names its mutant), each read to the
-/// end; every 30th also through `vramtrace summary`.
+/// On a failure, copies the failing mutant and the trace it came from out of the
+/// temporary directory and names them: the trace is recorded afresh on each run, so the
+/// seed alone does not give the same mutant again.
+struct KeepOnFailure<'a> {
+    dir: &'a Path,
+    mutant: PathBuf,
+}
+
+impl Drop for KeepOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let keep = std::env::temp_dir().join(format!("vramtrace-bad-input-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&keep);
+        for name in [
+            "original.jsonl".as_ref(),
+            self.mutant.file_name().unwrap_or_default(),
+        ] {
+            let _ = std::fs::copy(self.dir.join(name), keep.join(name));
+        }
+        eprintln!(
+            "the failing mutant and its original are kept in {}",
+            keep.display()
+        );
+    }
+}
+
+/// 600 mutants of a real trace (fixed seed: a failure names its mutant and keeps it),
+/// each read to the end; every 30th also through `vramtrace summary`.
 #[test]
 fn mutated_real_traces_never_panic_and_errors_name_the_place() {
     let original = recorded();
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("original.jsonl"), original).unwrap();
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut errors = 0;
     for n in 0..600 {
         let (what, bytes) = mutate(&mut rng, original);
         let path = dir.path().join(format!("mutant-{n}.jsonl"));
         std::fs::write(&path, &bytes).unwrap();
+        let keep = KeepOnFailure {
+            dir: dir.path(),
+            mutant: path.clone(),
+        };
         let read = read_file(&path);
         // Parsing on the reader's own thread reads exactly the same.
         let parallel = read_parallel(&path, std::fs::File::open(&path).unwrap());
@@ -235,6 +268,7 @@ fn mutated_real_traces_never_panic_and_errors_name_the_place() {
                 }
             }
         }
+        drop(keep);
         std::fs::remove_file(&path).unwrap();
     }
     // The mutations do break things: the test is not vacuous.
