@@ -64,7 +64,10 @@ fn report_renders_in_headless_chromium_with_the_summary_peak() {
     );
 
     let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
+    // Under coreutils' timeout, which signals chromium's whole process group: a browser
+    // that hangs (waiting for a bus, a GPU process) fails the test instead of stalling CI.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10s", "120s", browser])
         .args([
             "--headless",
             "--no-sandbox",
@@ -84,7 +87,11 @@ fn report_renders_in_headless_chromium_with_the_summary_peak() {
         .expect("chromium runs");
     let dom = String::from_utf8_lossy(&out.stdout);
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "chromium failed: {log}");
+    assert!(
+        out.status.success(),
+        "chromium failed ({}; 124: timed out): {log}",
+        out.status
+    );
     assert!(
         dom.contains("id=\"vt-rendered\""),
         "the report's script ran to its end: {dom}\n{log}"
