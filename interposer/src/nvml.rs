@@ -5,11 +5,15 @@
 
 use crate::{clock, guard, queue, settings};
 use std::ffi::{c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use vramtrace_schema::{Api, Event};
 
+/// Set once the sampler runs, or once NVML failed to start [`MAX_STARTS`] times. Only the
+/// writer thread starts it.
 static STARTED: AtomicBool = AtomicBool::new(false);
+static FAILED_STARTS: AtomicU32 = AtomicU32::new(0);
+const MAX_STARTS: u32 = 5;
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 const CHECK_INTERVAL_NS: u64 = 200_000_000;
 
@@ -57,12 +61,21 @@ pub fn poll() {
             libc::RTLD_NOW | libc::RTLD_NOLOAD,
         )
     };
-    if handle.is_null() || STARTED.swap(true, Ordering::AcqRel) {
+    if handle.is_null() {
         return;
     }
     let Some(nvml) = resolve(handle) else {
+        // nvmlInit can fail while the driver is still coming up: asked again at the next
+        // check, a few times. The reference dlopen took is given back.
+        // SAFETY: the handle dlopen returned above.
+        unsafe { crate::unload::real_dlclose(handle) };
+        if FAILED_STARTS.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_STARTS {
+            STARTED.store(true, Ordering::Relaxed);
+        }
         return;
     };
+    // The handle stays open: NVML stays loaded while it is sampled.
+    STARTED.store(true, Ordering::Relaxed);
     let interval = Duration::from_millis(settings::get().nvml_ms);
     let _ = crate::thread::spawn("vramtrace-nvml", move || sample_forever(nvml, interval));
 }
@@ -70,6 +83,7 @@ pub fn poll() {
 /// A forked child has no sampler thread.
 pub fn after_fork_child() {
     STARTED.store(false, Ordering::Relaxed);
+    FAILED_STARTS.store(0, Ordering::Relaxed);
 }
 
 fn resolve(handle: *mut c_void) -> Option<Nvml> {

@@ -17,6 +17,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -53,7 +54,14 @@ static int device_count(void) {
     return n < 1 ? 1 : n > 16 ? 16 : n;
 }
 
+/* VRAMTRACE_SIM_NVML_INIT_FAILURES=N: the first N nvmlInit calls fail, as while a
+ * driver is still coming up. */
+static atomic_int init_calls;
+
 NVMLAPI nvmlReturn_t nvmlInit_v2(void) {
+    const char *failures = getenv("VRAMTRACE_SIM_NVML_INIT_FAILURES");
+    if (failures && atomic_fetch_add(&init_calls, 1) < atoi(failures))
+        return NVML_ERROR_DRIVER_NOT_LOADED;
     for (int i = 0; i < 16; i++) devices[i].index = i;
     initialized = 1;
     return NVML_SUCCESS;

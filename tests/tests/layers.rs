@@ -94,6 +94,19 @@ fn device_layer_gap_is_the_context_overhead() {
     }
 }
 
+/// NVML that fails to start twice (a driver still coming up) is asked again: the
+/// device layer is there all the same.
+#[test]
+fn nvml_that_fails_to_start_at_first_is_asked_again() {
+    let run = pool_run(&[("VRAMTRACE_SIM_NVML_INIT_FAILURES", "2")]);
+    let samples = run.traces[0]
+        .events
+        .iter()
+        .filter(|e| e.api == Api::NvmlSample && e.res == 0)
+        .count();
+    assert!(samples >= 5, "{samples} samples");
+}
+
 #[test]
 fn a_process_nvml_does_not_list_is_said_so() {
     // In a container NVML reports host pids: this process is not found.
