@@ -143,6 +143,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
     ),
     ("signals", "signals.c", "signals", Link::DynamicRuntime, &[]),
     (
+        "vfork_exec",
+        "vfork_exec.c",
+        "vfork-exec",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "fork_threads",
         "fork_threads.c",
         "fork-threads",

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 /// Registers the fork handlers and, for crash signals nobody handles, a last flush.
 pub fn install() {
+    writer::own();
     // SAFETY: plain function pointers with the expected signatures.
     unsafe {
         libc::pthread_atfork(
@@ -123,6 +124,13 @@ fn before_exec() {
     let _ = std::panic::catch_unwind(|| finish("exec"));
 }
 
+/// The exec returned, so it failed: the writer thread writes again. `r` (and errno) are
+/// the call's own.
+fn after_failed_exec(r: c_int) -> c_int {
+    writer::resume();
+    r
+}
+
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     before_exec();
@@ -133,7 +141,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
         real,
     );
-    f(path, argv, envp)
+    after_failed_exec(f(path, argv, envp))
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -144,7 +152,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
         return -1;
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
-    f(path, argv)
+    after_failed_exec(f(path, argv))
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -155,7 +163,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
         return -1;
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
-    f(file, argv)
+    after_failed_exec(f(file, argv))
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -168,5 +176,5 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
         real,
     );
-    f(file, argv, envp)
+    after_failed_exec(f(file, argv, envp))
 }

@@ -50,7 +50,9 @@ pub fn poll() {
         return;
     }
     let now = clock::monotonic_ns();
-    if now.saturating_sub(LAST_CHECK_NS.load(Ordering::Relaxed)) < CHECK_INTERVAL_NS {
+    // After a failed start, a longer wait each time: 5 tries cover about 6 s.
+    let wait = CHECK_INTERVAL_NS << FAILED_STARTS.load(Ordering::Relaxed);
+    if now.saturating_sub(LAST_CHECK_NS.load(Ordering::Relaxed)) < wait {
         return;
     }
     LAST_CHECK_NS.store(now, Ordering::Relaxed);
@@ -64,17 +66,17 @@ pub fn poll() {
     if handle.is_null() {
         return;
     }
+    // The reference dlopen took is kept, whatever follows: given back here, it could be
+    // the last one (the program may have closed NVML meanwhile), and NVML would be
+    // unloaded on this thread, behind the dlclose bookkeeping of the stack walker.
     let Some(nvml) = resolve(handle) else {
-        // nvmlInit can fail while the driver is still coming up: asked again at the next
-        // check, a few times. The reference dlopen took is given back.
-        // SAFETY: the handle dlopen returned above.
-        unsafe { crate::unload::real_dlclose(handle) };
+        // nvmlInit can fail while the driver is still coming up: asked again later, a few
+        // times.
         if FAILED_STARTS.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_STARTS {
             STARTED.store(true, Ordering::Relaxed);
         }
         return;
     };
-    // The handle stays open: NVML stays loaded while it is sampled.
     STARTED.store(true, Ordering::Relaxed);
     let interval = Duration::from_millis(settings::get().nvml_ms);
     let _ = crate::thread::spawn("vramtrace-nvml", move || sample_forever(nvml, interval));

@@ -5,13 +5,15 @@
 
 use std::thread::JoinHandle;
 
-/// Signals that only the faulting thread itself can raise: blocking them is undefined.
-const SYNCHRONOUS: [i32; 5] = [
+/// Signals raised by the thread's own instructions: blocking them is undefined, and the
+/// kernel kills the process for one that is blocked (SIGSYS: a seccomp filter's trap).
+const SYNCHRONOUS: [i32; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGILL,
     libc::SIGFPE,
     libc::SIGTRAP,
+    libc::SIGSYS,
 ];
 
 /// Spawns a thread named `name` that starts with every asynchronous signal blocked: the

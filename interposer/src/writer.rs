@@ -7,7 +7,8 @@ use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
 use crate::{clock, output, settings, warn};
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use vramtrace_schema::{End, JsonBuf, JsonOut};
@@ -123,17 +124,20 @@ thread_local! {
 }
 
 /// The writer, held by this thread.
-struct Locked(MutexGuard<'static, Writer>);
+struct Locked(ManuallyDrop<MutexGuard<'static, Writer>>);
 
 impl Locked {
     fn new(guard: MutexGuard<'static, Writer>) -> Locked {
         let _ = HOLDING.try_with(|h| h.set(true));
-        Locked(guard)
+        Locked(ManuallyDrop::new(guard))
     }
 }
 
 impl Drop for Locked {
     fn drop(&mut self) {
+        // Unlocked first: until then, a handler on this thread must still see it held.
+        // SAFETY: the guard is dropped once, here, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.0) };
         let _ = HOLDING.try_with(|h| h.set(false));
     }
 }
@@ -178,10 +182,28 @@ fn flush_periodic() {
     lock().flush(Some(clock::now()));
 }
 
+/// The process whose writer this is: a `vfork` child shares the parent's memory (and
+/// runs no fork handlers), and its `exec` or `_exit` must not end the parent's trace.
+/// (Python's subprocess closes the child's descriptors first: the write failed and the
+/// parent's trace stopped for good.)
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Records this process as the writer's owner: at load and in a forked child.
+pub fn own() {
+    // SAFETY: getpid has no preconditions.
+    OWNER.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
+}
+
+/// Whether the calling process may end the trace: not when it is a `vfork` child.
+fn owns() -> bool {
+    // SAFETY: getpid has no preconditions.
+    OWNER.load(Ordering::Relaxed) == unsafe { libc::getpid() } as u32
+}
+
 /// Writes everything queued, then the end record. Later events (teardown in other
 /// threads) are written as they come.
 pub fn finish(reason: &str) {
-    if holding() {
+    if holding() || !owns() {
         return;
     }
     FINISHING.store(true, Ordering::Relaxed);
@@ -200,7 +222,7 @@ fn progressed() {
 /// `stalled` (a write blocked on a hung file system) or has not let go after `at_most`:
 /// then nothing more is written.
 pub fn finish_within(reason: &str, stalled: Duration, at_most: Duration) {
-    if holding() {
+    if holding() || !owns() {
         return;
     }
     FINISHING.store(true, Ordering::Relaxed);
@@ -241,6 +263,14 @@ fn end(w: &mut Locked, reason: &str) {
         let mut line = JsonBuf::new();
         end.write_json(&mut line);
         w.write(fd, line.as_bytes());
+    }
+}
+
+/// An `exec` failed: the program goes on, and the writer thread writes again. (Events
+/// stay synchronous: the end record is written, and later ones follow it.)
+pub fn resume() {
+    if owns() {
+        FINISHING.store(false, Ordering::Relaxed);
     }
 }
 
@@ -486,4 +516,5 @@ pub fn after_fork_child() {
     THREAD_STARTED.store(false, Ordering::Relaxed);
     SYNC_WRITES.store(false, Ordering::Relaxed);
     FINISHING.store(false, Ordering::Relaxed);
+    own();
 }

@@ -479,6 +479,29 @@ fn calls_other_threads_make_while_the_process_ends_are_kept() {
     }
 }
 
+/// Children started with vfork (Python's subprocess) close every descriptor and exec, or
+/// fail to and `_exit`: the parent's trace goes on, complete, with its own end record.
+#[test]
+fn vfork_children_leave_the_parent_trace_alone() {
+    let run = run_sim_within("vfork_exec");
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("vfork-exec");
+    check(&run, truth, same);
+    let trace = run.trace_for(truth);
+    assert_eq!(
+        trace.notes.end.as_ref().map(|e| e.reason.as_str()),
+        Some("exit")
+    );
+    let ends = std::fs::read_to_string(&trace.path)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("{\"end\""))
+        .count();
+    assert_eq!(ends, 1, "one end record, the parent's own");
+    assert_eq!(run.traces.len(), 1, "the children made no CUDA calls");
+    assert!(!run.stderr().contains("warning"), "{}", run.stderr());
+}
+
 /// A process-directed signal goes to a thread that does not block it: always one of the
 /// program's, never vramtrace's writer, which starts from a thread that takes it.
 #[test]
