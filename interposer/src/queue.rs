@@ -7,7 +7,6 @@
 //! entry: the child's next unlock woke the parent's ghost and its own waiter slept forever.
 
 pub use crate::queued::Queued;
-use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::Event;
 
@@ -116,35 +115,20 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     n
 }
 
-thread_local! {
-    /// The shards held across a fork by the forking thread.
-    static HELD: RefCell<Vec<MutexGuard<'static, Data>>> = const { RefCell::new(Vec::new()) };
+/// Every shard, held across a fork by the forking thread ([`crate::writer::before_fork`]),
+/// so that no thread is half-way through a push in the child.
+pub struct ForkHold(Vec<MutexGuard<'static, Data>>);
+
+pub fn hold_for_fork() -> ForkHold {
+    ForkHold(QUEUE.iter().map(lock).collect())
 }
 
-/// Registers the fork-time thread-local's destructor now: registering takes the loader's
-/// lock, which must not be waited for with the queue's locks held.
-pub fn touch_fork_state() {
-    let _ = HELD.try_with(|_| ());
-}
-
-/// fork: hold every shard so that no thread is half-way through a push in the child.
-pub fn lock_all() {
-    let guards: Vec<_> = QUEUE.iter().map(lock).collect();
-    let _ = HELD.try_with(|h| *h.borrow_mut() = guards);
-}
-
-/// fork, in the parent: release what [`lock_all`] took.
-pub fn unlock_all() {
-    let _ = HELD.try_with(|h| h.borrow_mut().clear());
-}
-
-/// fork, in the child: the queued events are the parent's to write; drop them.
-pub fn unlock_all_cleared() {
-    let _ = HELD.try_with(|h| {
-        for d in h.borrow_mut().iter_mut() {
+impl ForkHold {
+    /// In the child: the queued events are the parent's to write; drop them.
+    pub fn clear(&mut self) {
+        for d in &mut self.0 {
             d.items.clear();
             d.words.clear();
         }
-        h.borrow_mut().clear();
-    });
+    }
 }

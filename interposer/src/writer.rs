@@ -441,13 +441,17 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
     text.raw("}}\n");
 }
 
-/// What the forking thread holds across a fork besides the queue and the stack tables:
-/// every lock the child's writer takes.
+/// Every lock the forking thread holds across a fork, in the order they are taken: a
+/// child must not inherit one half-way through a write, a push, a walk or a scan.
+/// Dropping it releases them all.
 struct Held {
     writer: Locked,
-    wake: MutexGuard<'static, bool>,
     _names: crate::annotate::ForkHold,
     _codes: crate::stack::python::ForkHold,
+    queue: queue::ForkHold,
+    _stacks: crate::stack::capture::ForkHold,
+    _modules: crate::stack::modules::ForkHold,
+    wake: MutexGuard<'static, bool>,
 }
 
 thread_local! {
@@ -456,49 +460,38 @@ thread_local! {
 
 /// fork: hold the writer so the child never inherits it half-way through a write.
 pub fn before_fork() {
-    // First uses of the thread-locals that hold the guards register their destructors,
+    // The first use of the thread-local that holds the guards registers its destructor,
     // which takes the loader's lock: done before any lock is taken (a thread in dlopen
     // holding the loader's lock may be waiting for ours).
     let _ = HELD.try_with(|_| ());
-    queue::touch_fork_state();
-    crate::stack::capture::touch_fork_state();
-    crate::stack::modules::touch_fork_state();
-    let writer = lock();
-    let names = crate::annotate::hold_for_fork();
-    let codes = crate::stack::python::hold_for_fork();
-    queue::lock_all();
-    crate::stack::capture::before_fork();
-    crate::stack::modules::before_fork();
-    let wake = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
     let held = Held {
-        writer,
-        wake,
-        _names: names,
-        _codes: codes,
+        writer: lock(),
+        _names: crate::annotate::hold_for_fork(),
+        _codes: crate::stack::python::hold_for_fork(),
+        queue: queue::hold_for_fork(),
+        _stacks: crate::stack::capture::hold_for_fork(),
+        _modules: crate::stack::modules::hold_for_fork(),
+        wake: WAKE.0.lock().unwrap_or_else(|e| e.into_inner()),
     };
     let _ = HELD.try_with(|h| *h.borrow_mut() = Some(held));
 }
 
 pub fn after_fork_parent() {
-    crate::stack::modules::after_fork();
-    crate::stack::capture::after_fork();
     let _ = HELD.try_with(|h| h.borrow_mut().take());
-    queue::unlock_all();
 }
 
 /// fork, in the child: a fresh writer with its own file, no thread until its first event.
 pub fn after_fork_child() {
-    crate::stack::modules::after_fork();
-    crate::stack::capture::after_fork();
     crate::unload::after_fork_child();
-    queue::unlock_all_cleared();
     let _ = HELD.try_with(|h| {
         if let Some(Held {
             writer: mut w,
+            mut queue,
             wake: mut woken,
             ..
         }) = h.borrow_mut().take()
         {
+            queue.clear();
             if let State::Open(fd) = w.state {
                 // SAFETY: the parent's descriptor, not the child's to write.
                 unsafe { libc::close(fd) };

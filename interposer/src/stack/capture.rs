@@ -258,25 +258,12 @@ pub fn forget_modules() {
     *STATE.write().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
-thread_local! {
-    /// The table's lock, held across a fork by the forking thread: a walk or a rebuild
-    /// half-way in another thread would leave it locked in the child for good.
-    static FORK_HELD: RefCell<Option<RwLockWriteGuard<'static, Option<State>>>> =
-        const { RefCell::new(None) };
-}
+/// The table's lock, held across a fork by the forking thread: a walk or a rebuild
+/// half-way in another thread would leave it locked in the child for good.
+pub struct ForkHold(#[allow(dead_code)] RwLockWriteGuard<'static, Option<State>>);
 
-pub fn touch_fork_state() {
-    let _ = FORK_HELD.try_with(|_| ());
-}
-
-pub fn before_fork() {
-    let guard = STATE.write().unwrap_or_else(|e| e.into_inner());
-    let _ = FORK_HELD.try_with(|h| *h.borrow_mut() = Some(guard));
-}
-
-/// In the parent and in the child.
-pub fn after_fork() {
-    let _ = FORK_HELD.try_with(|h| h.borrow_mut().take());
+pub fn hold_for_fork() -> ForkHold {
+    ForkHold(STATE.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! The loaded modules (executable and shared libraries), as `dl_iterate_phdr` reports
 //! them: address ranges and their unwind sections, in memory.
 
-use std::cell::RefCell;
 use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::{RwLock, RwLockWriteGuard};
@@ -185,22 +184,11 @@ pub fn unloads_so_far() -> u64 {
 /// its modules, or to dlopen, ever again.
 static SCAN: RwLock<()> = RwLock::new(());
 
-thread_local! {
-    static FORK_HELD: RefCell<Option<RwLockWriteGuard<'static, ()>>> = const { RefCell::new(None) };
-}
+/// The scan lock, held across a fork by the forking thread.
+pub struct ForkHold(#[allow(dead_code)] RwLockWriteGuard<'static, ()>);
 
-pub fn touch_fork_state() {
-    let _ = FORK_HELD.try_with(|_| ());
-}
-
-pub fn before_fork() {
-    let guard = SCAN.write().unwrap_or_else(|e| e.into_inner());
-    let _ = FORK_HELD.try_with(|h| *h.borrow_mut() = Some(guard));
-}
-
-/// In the parent and in the child.
-pub fn after_fork() {
-    let _ = FORK_HELD.try_with(|h| h.borrow_mut().take());
+pub fn hold_for_fork() -> ForkHold {
+    ForkHold(SCAN.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 #[cfg(test)]
