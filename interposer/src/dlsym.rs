@@ -164,10 +164,7 @@ extern "C" fn dlsym_lookup(handle: *mut c_void, name: *const c_char) -> *mut c_v
         let Some(slot) = symbols::Slot::find(bytes) else {
             return p;
         };
-        let Some(mut at) = (!p.is_null())
-            .then(|| symbols::locate(p as usize))
-            .flatten()
-        else {
+        let Some(mut at) = symbols::locate(p as usize) else {
             return p;
         };
         let mut real = p as usize;

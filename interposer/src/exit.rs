@@ -136,7 +136,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
     before_exec();
     let real = next(c"execve");
     if real == 0 {
-        return -1;
+        return after_failed_exec(-1);
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
         real,
@@ -149,7 +149,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
     before_exec();
     let real = next(c"execv");
     if real == 0 {
-        return -1;
+        return after_failed_exec(-1);
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
     after_failed_exec(f(path, argv))
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
     before_exec();
     let real = next(c"execvp");
     if real == 0 {
-        return -1;
+        return after_failed_exec(-1);
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
     after_failed_exec(f(file, argv))
@@ -171,7 +171,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
     before_exec();
     let real = next(c"execvpe");
     if real == 0 {
-        return -1;
+        return after_failed_exec(-1);
     }
     let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
         real,

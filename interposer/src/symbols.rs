@@ -118,7 +118,7 @@ fn resolve_next(slot: Slot) -> usize {
     };
     // SAFETY: RTLD_NEXT from this library's own code: the definition after ours.
     let p = unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    let found = (p != 0).then(|| locate(p)).flatten();
+    let found = locate(p);
     if found.is_some_and(|l| !l.is_ours() && l.is_from(slot.lib())) {
         adopt(slot, p);
         return REAL[slot as usize].load(Ordering::Acquire);
@@ -159,7 +159,11 @@ pub struct Location {
     pub base: usize,
 }
 
+/// Where `p` is; `None` for 0 and for an address in no loaded module.
 pub fn locate(p: usize) -> Option<Location> {
+    if p == 0 {
+        return None;
+    }
     let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),
@@ -218,11 +222,6 @@ impl Location {
     }
 }
 
-/// Whether `p` is inside this library (one of our own wrappers).
-pub fn is_ours(p: usize) -> bool {
-    locate(p).is_some_and(|l| l.is_ours())
-}
-
 /// The wrapper to hand out instead of `p`, the real function for `slot`, when `p` is
 /// exactly that function of the library it must come from. `l` is where `p` is: one
 /// `dladdr` (which takes the loader's lock) answers every question about it.
@@ -238,7 +237,7 @@ pub fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
 /// that ABI exists. The exported symbol at that address says it; without one, the
 /// version table of `procaddr` does.
 pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> usize {
-    let Some(l) = (p != 0).then(|| locate(p)).flatten() else {
+    let Some(l) = locate(p) else {
         return p;
     };
     if l.is_ours() {

@@ -141,7 +141,6 @@ fn eh_frame_of(
     ))
 }
 
-/// Every module loaded now.
 /// The program's own file (`/proc/self/exe`), read once: a fork keeps it, an exec loads
 /// this library afresh.
 pub fn exe() -> &'static str {
@@ -153,6 +152,7 @@ pub fn exe() -> &'static str {
     })
 }
 
+/// Every module loaded now.
 pub fn loaded() -> Vec<LoadedModule> {
     let mut out = Collect(Vec::new());
     let _scan = SCAN.read().unwrap_or_else(|e| e.into_inner());

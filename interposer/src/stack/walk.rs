@@ -305,7 +305,7 @@ pub fn walk(
             if let Some(k) = ways[w].joint(&mut cursors[w], &state, out.len() - n) {
                 if k == 0 {
                     *newest = w;
-                    return join(&mut ways[w], next, 0, out, n);
+                    return join(&mut ways[w], next, out, n);
                 }
                 // A variant of a kept walk (other inner frames): it goes into the other
                 // way, so that a loop alternating between the two finds both.
@@ -314,7 +314,7 @@ pub fn walk(
                 let (from, to) = if w == 0 { (&*a, b) } else { (&*b, a) };
                 to.copy_outer(from, k);
                 *newest = other;
-                return join(to, next, 0, out, n);
+                return join(to, next, out, n);
             }
         }
         if next.steps.len() == MAX_STEPS {
@@ -434,10 +434,10 @@ fn unchanged(reads: &[Read]) -> Option<usize> {
     reads.iter().position(|r| word(r) != 0)
 }
 
-/// Takes `last` from its `k`-th innermost frame outward into `out` (after the `n` frames
-/// already there), and replaces its inner frames with this walk's (`next`).
-fn join(last: &mut Walk, next: &mut Walk, k: usize, out: &mut [u64], n: usize) -> (usize, End) {
-    let outer = last.steps.len() - k;
+/// Takes `last` from its last step outward into `out` (after the `n` frames already
+/// there), and replaces its inner frames with this walk's (`next`).
+fn join(last: &mut Walk, next: &mut Walk, out: &mut [u64], n: usize) -> (usize, End) {
+    let outer = last.steps.len();
     let joint = last.steps[outer - 1];
     let shared = joint.kept_outward as usize;
     // What a walk from scratch says: it stops as soon as `out` is full. The frames beyond
