@@ -66,13 +66,9 @@ pub fn event(line: &[u8]) -> Option<Event> {
     (p.i == line.len() && have_t && have_api).then_some(e)
 }
 
-/// The API named by `name`. Names are ASCII: anything else is not one.
+/// The API named by `name`.
 fn api(name: &[u8]) -> Option<Api> {
-    if !name.is_ascii() {
-        return None;
-    }
-    // SAFETY: ASCII is valid UTF-8.
-    Api::from_name(unsafe { std::str::from_utf8_unchecked(name) })
+    std::str::from_utf8(name).ok().and_then(Api::from_name)
 }
 
 struct Parser<'a> {

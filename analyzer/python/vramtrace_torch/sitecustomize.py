@@ -31,6 +31,7 @@ def _vramtrace_torch_hook():
         "torch_done": False,
         "active": False,
         "snapshots": True,
+        "oom_snapshots": 1,
         "ooms": 0,
         "writes": 0,
         "info": {},
@@ -105,30 +106,17 @@ def _vramtrace_torch_hook():
         )
         return d
 
-    def max_entries():
-        raw = _os.environ.get("VRAMTRACE_TORCH_MAX_ENTRIES", "")
-        if raw == "":
-            return 100000
-        try:
-            n = int(raw)
-            if n > 0:
-                return n
-        except ValueError:
-            pass
-        warn("VRAMTRACE_TORCH_MAX_ENTRIES=%r is not a positive integer; using 100000" % raw)
-        return 100000
-
-    def positive(name, default):
+    def env_int(name, default, minimum):
         raw = _os.environ.get(name, "")
         if raw == "":
             return default
         try:
             n = int(raw)
-            if n >= 0:
+            if n >= minimum:
                 return n
         except ValueError:
             pass
-        warn("%s=%r is not a number; using %d" % (name, raw, default))
+        warn("%s=%r is not an integer of at least %d; using %d" % (name, raw, minimum, default))
         return default
 
     def create(path):
@@ -140,11 +128,14 @@ def _vramtrace_torch_hook():
         import json
 
         path = _os.path.join(output_dir(), "torch-%d.json" % _os.getpid())
-        tmp = "%s.%d.tmp" % (path, len(state["info"].get("ooms", [])) + state["writes"])
+        tmp = "%s.%d.tmp" % (path, state["writes"])
         state["writes"] += 1
         with create(tmp) as f:
             f.write((json.dumps(state["info"], indent=1, sort_keys=True) + "\n").encode())
         _os.replace(tmp, path)
+
+    def save_info():
+        guarded("writing torch-%d.json" % _os.getpid(), write_info)
 
     def dump(torch, name):
         import pickle
@@ -155,7 +146,7 @@ def _vramtrace_torch_hook():
             # Protocol 4: what `vramtrace` and the memory_viz viewer read, on any Python.
             pickle.dump(snapshot, f, protocol=4)
         state["info"].setdefault("snapshots", []).append(name)
-        guarded("writing torch-%d.json" % _os.getpid(), write_info)
+        save_info()
         return path
 
     # -- once torch is there ---------------------------------------------------------
@@ -170,14 +161,15 @@ def _vramtrace_torch_hook():
         state["ooms"] += 1
         n = state["ooms"]
         name = None
-        if state["snapshots"] and n <= positive("VRAMTRACE_TORCH_OOM_SNAPSHOTS", 1):
+        # The observer is attached only where snapshots are possible.
+        if n <= state["oom_snapshots"]:
             name = "torch-snapshot-%d-oom%s.pickle" % (_os.getpid(), "" if n == 1 else "-%d" % n)
         state["info"].setdefault("ooms", []).append(
             {"device": device, "allocation_bytes": size, "device_limit_bytes": limit,
              "device_free_bytes": free, "snapshot": name}
         )
         if name is None:
-            guarded("writing torch-%d.json" % _os.getpid(), write_info)
+            save_info()
         else:
             guarded("writing a snapshot at out-of-memory", dump, torch, name)
 
@@ -205,20 +197,21 @@ def _vramtrace_torch_hook():
         if get_backend is not None:
             backend = guarded("torch.cuda.get_allocator_backend()", get_backend)
             state["info"]["allocator_backend"] = backend
+        refusal = None
         if str(backend).endswith("MallocAsync"):
-            state["snapshots"] = False
-            warn("PyTorch uses backend:%s, which keeps no memory history: no snapshots" % backend)
-            guarded("writing torch-%d.json" % _os.getpid(), write_info)
-            return
-        if getattr(cuda.memory, "_dump_snapshot", None) is None:
+            refusal = "PyTorch uses backend:%s, which keeps no memory history: no snapshots" % backend
+        elif getattr(cuda.memory, "_dump_snapshot", None) is None:
             # torch 2.0 and older: another _record_memory_history and no snapshot dump,
             # and its observers run under the allocator's lock (a deadlock with the GIL).
+            refusal = ("torch %s is older than 2.1: no memory history, no snapshots"
+                       % state["info"].get("torch_version"))
+        if refusal is not None:
             state["snapshots"] = False
-            warn("torch %s is older than 2.1: no memory history, no snapshots"
-                 % state["info"].get("torch_version"))
-            guarded("writing torch-%d.json" % _os.getpid(), write_info)
+            warn(refusal)
+            save_info()
             return
-        n = max_entries()
+        state["oom_snapshots"] = env_int("VRAMTRACE_TORCH_OOM_SNAPSHOTS", 1, 0)
+        n = env_int("VRAMTRACE_TORCH_MAX_ENTRIES", 100000, 1)
         ok = guarded(
             "torch.cuda.memory._record_memory_history()",
             lambda: cuda.memory._record_memory_history(
@@ -233,7 +226,7 @@ def _vramtrace_torch_hook():
             warn("this torch has no out-of-memory observer: no snapshot at out-of-memory")
         else:
             guarded("attaching the out-of-memory observer", attach, observer)
-        guarded("writing torch-%d.json" % _os.getpid(), write_info)
+        save_info()
 
     def at_exit():
         torch = _sys.modules.get("torch")
@@ -272,7 +265,7 @@ def _vramtrace_torch_hook():
         import atexit
 
         atexit.register(lambda: guarded("the exit hook", at_exit))
-        guarded("writing torch-%d.json" % _os.getpid(), write_info)
+        save_info()
         if cuda.is_initialized():
             on_cuda_init()
         else:

@@ -185,10 +185,10 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         })
         .unwrap_or(0);
     eprintln!(
-        "vramtrace: {} {}; {traces} trace file{} in {}\nvramtrace: see `vramtrace summary {}`",
+        "vramtrace: {} {}; {} in {}\nvramtrace: see `vramtrace summary {}`",
         args.command[0],
         describe(status),
-        if traces == 1 { "" } else { "s" },
+        crate::units::count(traces as u64, "trace file"),
         out_dir.display(),
         out_dir.display()
     );

@@ -130,10 +130,9 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
         }
         let _ = writeln!(
             out,
-            "  cached free   {} in {} block{}, largest {} (small pool {}, large pool {})",
+            "  cached free   {} in {}, largest {} (small pool {}, large pool {})",
             bytes(f.free),
-            f.free_blocks,
-            if f.free_blocks == 1 { "" } else { "s" },
+            units::count(f.free_blocks as u64, "block"),
             bytes(f.largest_free),
             bytes(f.largest_free_small),
             bytes(f.largest_free_large)
