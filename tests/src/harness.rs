@@ -167,12 +167,19 @@ pub fn same(api: &str) -> Option<String> {
 impl Outcome {
     /// The JSON a workload printed after `prefix` (e.g. `VRAMTRACE_CHAINS `) on stdout.
     pub fn printed(&self, prefix: &str) -> Value {
-        let stdout = String::from_utf8_lossy(&self.output.stdout);
-        let line = stdout
+        self.printed_all(prefix)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no {prefix} line on stdout"))
+    }
+
+    /// The JSON of every line a workload printed after `prefix`, in order.
+    pub fn printed_all(&self, prefix: &str) -> Vec<Value> {
+        String::from_utf8_lossy(&self.output.stdout)
             .lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no {prefix} line on stdout"));
-        serde_json::from_str(line).expect("printed JSON")
+            .filter_map(|l| l.strip_prefix(prefix))
+            .map(|j| serde_json::from_str(j).expect("printed JSON"))
+            .collect()
     }
 
     /// `vramtrace ARGS... DIR` on this run's traces; its stdout, after checking it succeeded.
@@ -271,7 +278,7 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     wait_within(child, limit, &format!("{cmd:?}"))
 }
 
-pub fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
+fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
     let mut out = child.stdout.take().expect("piped stdout");
     let mut err = child.stderr.take().expect("piped stderr");
     let out_reader = std::thread::spawn(move || {

@@ -57,41 +57,39 @@ fn read_parallel<R: Read + Send + 'static>(path: &Path, input: R) -> Read_ {
 }
 
 fn read_from<R: Read>(opened: Result<TraceReader<R>, TraceError>) -> Read_ {
-    {
-        let mut reader = match opened {
-            Ok(r) => r,
-            Err(e) => {
-                return Read_ {
-                    events: 0,
-                    notes: ReadNotes::default(),
-                    error: Some(e),
-                    digest: 0,
-                    names: 0,
-                }
+    let mut reader = match opened {
+        Ok(r) => r,
+        Err(e) => {
+            return Read_ {
+                events: 0,
+                notes: ReadNotes::default(),
+                error: Some(e),
+                digest: 0,
+                names: 0,
             }
-        };
-        let mut events = 0;
-        let mut digest = 0u64;
-        let error = loop {
-            match reader.next_event() {
-                Ok(Some(e)) => {
-                    events += 1;
-                    digest = digest.rotate_left(7) ^ e.t ^ e.addr.wrapping_mul(31);
-                    for ip in reader.stacks.ips(e.stack) {
-                        digest = digest.rotate_left(3) ^ ip;
-                    }
-                }
-                Ok(None) => break None,
-                Err(e) => break Some(e),
-            }
-        };
-        Read_ {
-            events,
-            notes: reader.notes.clone(),
-            error,
-            digest,
-            names: reader.names.len(),
         }
+    };
+    let mut events = 0;
+    let mut digest = 0u64;
+    let error = loop {
+        match reader.next_event() {
+            Ok(Some(e)) => {
+                events += 1;
+                digest = digest.rotate_left(7) ^ e.t ^ e.addr.wrapping_mul(31);
+                for ip in reader.stacks.ips(e.stack) {
+                    digest = digest.rotate_left(3) ^ ip;
+                }
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    Read_ {
+        events,
+        notes: reader.notes.clone(),
+        error,
+        digest,
+        names: reader.names.len(),
     }
 }
 

@@ -8,14 +8,12 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 use support::{bare, listing, run_within, succeeded, traced, truths_without_pids, vramtrace_lines};
 use vramtrace_schema::reader::TraceReader;
 use vramtrace_schema::Api;
-use vramtrace_tests::harness::{
-    check, clean_env, finish, same, summary_of, trace_paths, vramtrace, workload, Trace,
-};
+use vramtrace_tests::harness::{check, run_sim, same, summary_of, trace_paths, workload, Trace};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -376,24 +374,11 @@ fn output_into_a_directory_without_write_permission_is_refused_with_one_warning(
     assert!(listing(&locked).is_empty());
 }
 
-/// Runs `vramtrace run --sim -- WORKLOAD` under a deadline and collects its traces.
-fn run_sim_within(name: &str) -> vramtrace_tests::harness::Outcome {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(vramtrace());
-    clean_env(&mut cmd)
-        .args(["run", "--sim", "-o"])
-        .arg(dir.path())
-        .arg("--")
-        .arg(workload(name));
-    let out = run_within(&mut cmd, LIMIT);
-    finish(out, dir)
-}
-
 /// Before cuInit, in threads as they start and exit (a pthread key destructor), in an
 /// atexit handler: every call is recorded once, with its stack, nothing crashes or hangs.
 #[test]
 fn calls_before_init_in_exiting_threads_and_at_exit_are_recorded() {
-    let run = run_sim_within("teardown");
+    let run = run_sim("teardown", &[], &[], &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let truth = run.truth("teardown");
     assert_eq!(truth["threads"], 9, "main and 8 workers made calls");
@@ -447,18 +432,15 @@ fn calls_other_threads_make_while_the_process_ends_are_kept() {
         while let Some(e) = reader.next_event().expect("a readable trace") {
             *traced.entry((e.tid, e.api.name().to_string())).or_default() += 1;
         }
-        let ends: Vec<String> = std::fs::read_to_string(&files[0])
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with("{\"end\""))
-            .map(String::from)
-            .collect();
-        assert_eq!(
-            reader.notes.end.as_ref().map(|e| e.reason.as_str()),
-            Some(how),
-            "{how}: end records {ends:?}, stderr {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let reason = reader.notes.end.as_ref().map(|e| e.reason.as_str());
+        if reason != Some(how) {
+            let text = std::fs::read_to_string(&files[0]).unwrap();
+            let ends: Vec<&str> = text.lines().filter(|l| l.starts_with("{\"end\"")).collect();
+            panic!(
+                "{how}: end reason {reason:?}; end records {ends:?}, stderr {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         for (key, &n) in &logged {
             let got = traced.get(key).copied().unwrap_or(0);
             assert!(
@@ -483,7 +465,7 @@ fn calls_other_threads_make_while_the_process_ends_are_kept() {
 /// fail to and `_exit`: the parent's trace goes on, complete, with its own end record.
 #[test]
 fn vfork_children_leave_the_parent_trace_alone() {
-    let run = run_sim_within("vfork_exec");
+    let run = run_sim("vfork_exec", &[], &[], &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     let truth = run.truth("vfork-exec");
     check(&run, truth, same);
@@ -536,7 +518,7 @@ fn signals_for_the_program_reach_only_its_own_threads() {
 /// ends (exit or _exit): every process has its own exact trace.
 #[test]
 fn fork_while_threads_allocate() {
-    let run = run_sim_within("fork_threads");
+    let run = run_sim("fork_threads", &[], &[], &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     assert_eq!(run.truths.len(), 13, "parent and 12 children");
     assert_eq!(run.traces.len(), 13, "one trace per process");

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 use vramtrace_schema::{Event, Frame, StackTable};
-use vramtrace_tests::harness::{check, python, run_sim, run_sim_command, same, script, Outcome};
+use vramtrace_tests::harness::{
+    check, python, run_sim, run_sim_command, same, script, Outcome, Trace,
+};
 
 /// The call chains the workload says it allocated from: (size, functions innermost first).
 fn chains(run: &Outcome) -> Vec<(u64, Vec<String>)> {
@@ -24,8 +26,8 @@ fn chains(run: &Outcome) -> Vec<(u64, Vec<String>)> {
         .collect()
 }
 
-fn allocations_of(run: &Outcome, size: u64) -> Vec<Event> {
-    run.traces[0]
+fn allocations_of(trace: &Trace, size: u64) -> Vec<Event> {
+    trace
         .events
         .iter()
         .filter(|e| e.api.name() == "cudaMalloc" && e.size == size)
@@ -37,6 +39,15 @@ fn frames(stacks: &StackTable, e: &Event) -> Vec<Frame> {
     stacks.frames(e.stack).into_iter().cloned().collect()
 }
 
+/// The function of each frame of `e`'s stack, innermost first ("" where unnamed).
+fn function_names(stacks: &StackTable, e: &Event) -> Vec<String> {
+    stacks
+        .frames(e.stack)
+        .into_iter()
+        .map(|f| f.function.clone().unwrap_or_default())
+        .collect()
+}
+
 #[test]
 fn native_stacks_name_the_calling_functions_in_order() {
     let run = run_sim("callchain", &[], &[], &[]);
@@ -44,13 +55,10 @@ fn native_stacks_name_the_calling_functions_in_order() {
     check(&run, run.truth("callchain"), same);
     let trace = &run.traces[0];
     for (size, expected) in chains(&run) {
-        let events = allocations_of(&run, size);
+        let events = allocations_of(&run.traces[0], size);
         assert!(!events.is_empty(), "an allocation of {size}");
         for e in &events {
-            let names: Vec<String> = frames(&trace.stacks, e)
-                .iter()
-                .map(|f| f.function.clone().unwrap_or_default())
-                .collect();
+            let names: Vec<String> = function_names(&trace.stacks, e);
             assert_eq!(
                 &names[..expected.len()],
                 &expected[..],
@@ -67,7 +75,7 @@ fn native_stacks_name_the_calling_functions_in_order() {
         }
     }
     // The two allocations made from one call site share one stack id.
-    let first = allocations_of(&run, (1 << 20) + 1);
+    let first = allocations_of(&run.traces[0], (1 << 20) + 1);
     assert_eq!(first.len(), 2);
     assert_eq!(first[0].stack, first[1].stack);
 }
@@ -88,12 +96,7 @@ fn stacks_through_random_chains_name_each_call_exactly() {
         let run = run_sim(program, &["3000", seed], &["--stack-depth", depth], &[]);
         assert!(run.output.status.success(), "{}", run.stderr());
         check(&run, run.truth("random-chains"), same);
-        let stdout = String::from_utf8_lossy(&run.output.stdout);
-        let chains: Vec<Value> = stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix("VRAMTRACE_CHAIN "))
-            .map(|j| serde_json::from_str(j).unwrap())
-            .collect();
+        let chains = run.printed_all("VRAMTRACE_CHAIN ");
         assert!(chains.len() >= 2000, "{} calls", chains.len());
         let trace = &run.traces[0];
         let calls: Vec<&Event> = trace
@@ -117,10 +120,7 @@ fn stacks_through_random_chains_name_each_call_exactly() {
                 .iter()
                 .map(|f| f.as_str().unwrap())
                 .collect();
-            let names: Vec<String> = frames(&trace.stacks, e)
-                .iter()
-                .map(|f| f.function.clone().unwrap_or_default())
-                .collect();
+            let names: Vec<String> = function_names(&trace.stacks, e);
             let want = expected.len().min(depth.parse().unwrap());
             assert!(names.len() >= want, "call {i} (seed {seed}): {names:?}");
             assert_eq!(&names[..want], &expected[..want], "call {i} (seed {seed})");
@@ -139,12 +139,10 @@ fn frames_of_unloaded_libraries_keep_their_own_names() {
     let run = run_sim("unload", &["40"], &[], &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
     check(&run, run.truth("unload"), same);
-    let stdout = String::from_utf8_lossy(&run.output.stdout);
-    let expected: Vec<(u64, String)> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("VRAMTRACE_UNLOAD "))
-        .map(|j| {
-            let v: Value = serde_json::from_str(j).unwrap();
+    let expected: Vec<(u64, String)> = run
+        .printed_all("VRAMTRACE_UNLOAD ")
+        .iter()
+        .map(|v| {
             (
                 v["size"].as_u64().unwrap(),
                 v["function"].as_str().unwrap().to_string(),
@@ -154,51 +152,32 @@ fn frames_of_unloaded_libraries_keep_their_own_names() {
     assert_eq!(expected.len(), 40);
     let trace = &run.traces[0];
     for (size, function) in &expected {
-        let events = allocations_of(&run, *size);
+        let events = allocations_of(&run.traces[0], *size);
         assert_eq!(events.len(), 1, "the {size}-byte allocation");
-        let names: Vec<String> = frames(&trace.stacks, &events[0])
-            .iter()
-            .map(|f| f.function.clone().unwrap_or_default())
-            .collect();
+        let names: Vec<String> = function_names(&trace.stacks, &events[0]);
         assert_eq!(names.first(), Some(function), "{size} bytes: {names:?}");
         assert!(names.iter().any(|n| n == "main"), "{size} bytes: {names:?}");
     }
 }
 
 /// A process forked inside dlclose (a library destructor forks): after the dlclose returns,
-/// parent and child both still record stacks.
+/// parent and child both still record stacks, and each its own calls.
 #[test]
 fn a_fork_inside_dlclose_leaves_stacks_on_in_both_processes() {
     let run = run_sim("fork_in_unload", &[], &[], &[]);
     assert!(run.output.status.success(), "{}", run.stderr());
-    let stdout = String::from_utf8_lossy(&run.output.stdout);
-    let forked: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("VRAMTRACE_FORKED "))
-        .map(|j| serde_json::from_str(j).unwrap())
-        .collect();
-    assert_eq!(forked.len(), 2, "{stdout}");
-    for f in &forked {
-        let pid = f["pid"].as_u64().unwrap() as u32;
-        let size = f["size"].as_u64().unwrap();
-        let trace = run
-            .traces
-            .iter()
-            .find(|t| t.header.pid == pid)
-            .unwrap_or_else(|| panic!("a trace of {pid}"));
-        let e = trace
-            .events
-            .iter()
-            .find(|e| e.api.name() == "cudaMalloc" && e.size == size)
-            .unwrap_or_else(|| panic!("{pid}'s allocation"));
-        let names: Vec<String> = frames(&trace.stacks, e)
-            .iter()
-            .map(|f| f.function.clone().unwrap_or_default())
-            .collect();
+    for name in ["fork-in-unload-parent", "fork-in-unload-child"] {
+        let truth = run.truth(name);
+        check(&run, truth, same);
+        let trace = run.trace_for(truth);
+        let size = truth["peak_live_bytes"]["0"].as_u64().unwrap();
+        let e = allocations_of(trace, size);
+        assert_eq!(e.len(), 1, "{name}'s allocation");
+        let names = function_names(&trace.stacks, &e[0]);
         assert_eq!(
             names.first().map(String::as_str),
             Some("allocate_after_unload"),
-            "process {pid}: {names:?}"
+            "{name}: {names:?}"
         );
     }
 }
@@ -236,23 +215,16 @@ fn stack_depth_limits_the_frames() {
     for e in &trace.events {
         assert!(trace.stacks.ips(e.stack).len() <= 3);
     }
-    let deep = allocations_of(&run, 3 * (1 << 20) + 3);
-    let names: Vec<String> = frames(&trace.stacks, &deep[0])
-        .iter()
-        .map(|f| f.function.clone().unwrap_or_default())
-        .collect();
+    let deep = allocations_of(&run.traces[0], 3 * (1 << 20) + 3);
+    let names: Vec<String> = function_names(&trace.stacks, &deep[0]);
     assert_eq!(names, ["chain_leaf", "chain_recurse", "chain_recurse"]);
 }
 
+/// Python frames for a thread holding the GIL, native frames only without it; and cut 3
+/// frames below the interpreter, a stack keeps its native frames down to the interpreter
+/// and then as many of the innermost Python frames as fit.
 #[test]
 fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
-    python_frames_at_depth(None);
-}
-
-/// Cut 3 frames below the interpreter, a stack keeps its native frames down to the
-/// interpreter and then as many of the innermost Python frames as fit.
-#[test]
-fn python_frames_cut_at_the_stack_depth_are_the_innermost() {
     let native = python_frames_at_depth(None);
     python_frames_at_depth(Some(native + 3));
 }

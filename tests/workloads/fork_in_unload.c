@@ -1,7 +1,6 @@
 /* A process forked from inside dlclose (a library destructor forks): after the dlclose
  * returns, parent and child each allocate, so that the stack tests can check both still
- * record stacks. Prints, besides its truth (each process its own), one line per process:
- *   VRAMTRACE_FORKED {"pid":N,"size":M} */
+ * record stacks. Each process prints its own truth (its one allocation is its peak). */
 #include "wl.h"
 
 #include "cuda_runtime_sim.h"
@@ -28,7 +27,6 @@ int main(void) {
     truth_init(child ? "fork-in-unload-child" : "fork-in-unload-parent");
     size_t n = child ? 2 * MiB + 2 : 1 * MiB + 1;
     void *p = allocate_after_unload(n);
-    printf("VRAMTRACE_FORKED {\"pid\":%d,\"size\":%zu}\n", (int)getpid(), n);
     WL_CHECK(WL_FREE("cudaFree", 0, n, cudaFree(p)));
     fflush(stdout);
     if (child) exit(0);
