@@ -7,6 +7,7 @@
 //! sim/libcudart.so          -> libcudart.so.12 (for -lcudart)
 //! sim/libcudart_static.a    the same runtime as an archive
 //! sim/libcudart.so.13       the CUDA 13 runtime (13.5's lookups), and libcudart13_static.a
+//! sim/libvt_sharing_layer.so a GPU-sharing layer that overrides dlsym and cuGetProcAddress
 //! sim/<workload>            executables, no rpath: put sim/ on LD_LIBRARY_PATH to run them
 //! ```
 //!
@@ -313,6 +314,18 @@ fn main() {
         &d("libnvidia-ml.so.1"),
         &s("nvml.c"),
         "-ldl",
+    ]);
+    // A GPU-sharing layer (as HAMi-core's libvgpu.so) to preload beside vramtrace.
+    gcc(&[
+        "-shared",
+        "-fvisibility=hidden",
+        &inc_sim,
+        "-Wl,--no-undefined",
+        "-o",
+        &d("libvt_sharing_layer.so"),
+        &s("sharing_layer.c"),
+        "-ldl",
+        "-lpthread",
     ]);
     let (archive, archive13) = (d(&static_runtime(12)), d(&static_runtime(13)));
 
