@@ -206,6 +206,15 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::SimLibs,
         &["-l:libvt_ownsym_a.so", "-l:libvt_ownsym_b.so"],
     ),
+    // XLA's preallocation: the 75% allocation made inside libvt_xla_extension.so.
+    (
+        "jax_prealloc",
+        "jax_prealloc.c",
+        "jax-prealloc",
+        Link::Driver,
+        // -rdynamic: the library records its calls in the program's truth (truth.c).
+        &["-l:libvt_xla_extension.so", "-rdynamic"],
+    ),
     (
         "bench_calls",
         "bench_calls.c",
@@ -351,6 +360,15 @@ fn main() {
         ]);
     }
     let lib_dir = format!("-L{}", sim.display());
+    gcc(&[
+        "-shared",
+        &inc_sim,
+        "-o",
+        &d("libvt_xla_extension.so"),
+        &wl.join("xla_extension.c").display().to_string(),
+        &lib_dir,
+        "-lcuda",
+    ]);
     gcc(&[
         "-shared",
         "-o",
