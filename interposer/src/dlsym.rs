@@ -22,7 +22,8 @@ static VRAMTRACE_REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 static GLIBC_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
 /// Finds glibc's `dlsym` without calling `dlsym`: glibc 2.34 moved it into libc.so.6 and
-/// dropped `_dl_sym`/`__libc_dlsym`, so ask `dlvsym` for each version it has carried.
+/// dropped `_dl_sym`/`__libc_dlsym`, so ask `dlvsym` for each version it has carried
+/// (this reaches vramtrace's `dlvsym`, which forwards a request from here to glibc's).
 fn resolve_glibc_dlsym() -> usize {
     let p = GLIBC_DLSYM.load(Ordering::Acquire);
     if p != 0 {
@@ -36,6 +37,12 @@ fn resolve_glibc_dlsym() -> usize {
             GLIBC_DLSYM.store(p, Ordering::Release);
             return p;
         }
+    }
+    // Without glibc's dlvsym (the override forwards to it), its own symbol table.
+    let p = crate::dlvsym::find_in_libc(b"dlsym");
+    if p != 0 {
+        GLIBC_DLSYM.store(p, Ordering::Release);
+        return p;
     }
     unavailable as *const () as usize
 }

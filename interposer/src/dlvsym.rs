@@ -130,9 +130,13 @@ unsafe extern "C" fn in_order(info: *mut libc::dl_phdr_info, _: usize, data: *mu
     0
 }
 
-/// `name` in libc.so.6's own symbol table. vramtrace cannot ask `dlvsym` for glibc's
-/// `dlvsym`: its own calls would reach this override.
-fn find_in_libc(name: &[u8]) -> usize {
-    let libc = |info: &libc::dl_phdr_info| elf_symbols::file_name(info).starts_with(b"libc.so.");
-    elf_symbols::find(&libc, name).unwrap_or(0)
+/// `name` in glibc's own symbol tables: libc.so.6 (glibc >= 2.34) or libdl.so.2 (before),
+/// 0 if neither defines it. vramtrace cannot ask `dlvsym` for glibc's `dlvsym`: its own
+/// calls would reach this override.
+pub fn find_in_libc(name: &[u8]) -> usize {
+    let glibc = |info: &libc::dl_phdr_info| {
+        let file = elf_symbols::file_name(info);
+        file.starts_with(b"libc.so.") || file.starts_with(b"libdl.so.")
+    };
+    elf_symbols::find(&glibc, name).unwrap_or(0)
 }

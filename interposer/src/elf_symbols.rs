@@ -17,8 +17,7 @@ pub fn own(name: &[u8]) -> Option<usize> {
     find(&|info| load_start(info) == base, name)
 }
 
-/// `name` in the first loaded object `pick` accepts; `None` when no object is accepted or
-/// it does not define the name.
+/// `name` in the first loaded object `pick` accepts that defines it.
 pub fn find(pick: &dyn Fn(&libc::dl_phdr_info) -> bool, name: &[u8]) -> Option<usize> {
     let mut search = Search {
         pick,
@@ -43,7 +42,7 @@ unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_
         return 0;
     }
     search.found = lookup(info, search.name);
-    1
+    search.found.is_some() as c_int
 }
 
 /// The file name of an object (`libc.so.6`), empty for the main program.
