@@ -6,6 +6,8 @@
 //! sim/libcudart.so.12       simulated runtime (soname libcudart.so.12), dlopens the driver
 //! sim/libcudart.so          -> libcudart.so.12 (for -lcudart)
 //! sim/libcudart_static.a    the same runtime as an archive
+//! sim/libcudart.so.13       the CUDA 13 runtime (13.5's lookups), and libcudart13_static.a
+//! sim/libvt_sharing_layer.so a GPU-sharing layer that overrides dlsym and cuGetProcAddress
 //! sim/<workload>            executables, no rpath: put sim/ on LD_LIBRARY_PATH to run them
 //! ```
 //!
@@ -24,10 +26,37 @@ const DRIVER_SOURCES: &[&str] = &[
     "driver_procaddr.c",
 ];
 
+/// A simulated runtime version: what NVIDIA's runtime of that version asks the driver for
+/// at start (recorded lists), and its CUDA version.
+struct Runtime {
+    major: u32,
+    version: u32,
+    lookups: &'static str,
+    inc: &'static str,
+}
+
+const RUNTIMES: &[Runtime] = &[
+    Runtime {
+        major: 12,
+        version: 12090,
+        lookups: "cudart-12.9-driver-lookups.tsv",
+        inc: "cudart_lookups.inc",
+    },
+    Runtime {
+        major: 13,
+        version: 13050,
+        lookups: "cudart-13.5-driver-lookups.tsv",
+        inc: "cudart13_lookups.inc",
+    },
+];
+
 /// How a workload reaches CUDA, which decides what it links against.
 enum Link {
     DynamicRuntime,
     StaticRuntime,
+    /// The same, against the CUDA 13 runtime (`libcudart.so.13`, `libcudart13_static.a`).
+    DynamicRuntime13,
+    StaticRuntime13,
     Dlopen,
     Driver,
     /// No CUDA: only `-ldl` and the libraries of `OWN_SYMBOL_LIBS` in `sim/`.
@@ -91,6 +120,20 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         "runtime_workload.c",
         "runtime-static",
         Link::StaticRuntime,
+        &[],
+    ),
+    (
+        "runtime_dynamic_13",
+        "runtime_workload.c",
+        "runtime-dynamic",
+        Link::DynamicRuntime13,
+        &[],
+    ),
+    (
+        "runtime_static_13",
+        "runtime_workload.c",
+        "runtime-static",
+        Link::StaticRuntime13,
         &[],
     ),
     (
@@ -163,6 +206,15 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::SimLibs,
         &["-l:libvt_ownsym_a.so", "-l:libvt_ownsym_b.so"],
     ),
+    // XLA's preallocation: the 75% allocation made inside libvt_xla_extension.so.
+    (
+        "jax_prealloc",
+        "jax_prealloc.c",
+        "jax-prealloc",
+        Link::Driver,
+        // -rdynamic: the library records its calls in the program's truth (truth.c).
+        &["-l:libvt_xla_extension.so", "-rdynamic"],
+    ),
     (
         "bench_calls",
         "bench_calls.c",
@@ -193,10 +245,9 @@ fn main() {
     println!("cargo:rerun-if-changed={}", wl.display());
     println!("cargo:rustc-env=VRAMTRACE_SIM_DIR={}", sim.display());
 
-    write_lookups(
-        &src.join("cudart-12.9-driver-lookups.tsv"),
-        &out.join("cudart_lookups.inc"),
-    );
+    for (tsv, inc) in RUNTIMES.iter().map(|r| (r.lookups, r.inc)) {
+        write_lookups(&src.join(tsv), &out.join(inc));
+    }
     let s = |f: &str| src.join(f).display().to_string();
     let o = |f: &str| out.join(f).display().to_string();
     let d = |f: &str| sim.join(f).display().to_string();
@@ -223,19 +274,43 @@ fn main() {
     .concat());
     link(&sim, "libcuda.so.1", "libcuda.so");
 
-    // Runtime: --no-undefined proves it never names a driver function (it may not link libcuda).
-    let rt = d("libcudart.so.12");
-    let rt_args = [
-        "-shared",
-        "-fvisibility=hidden",
-        "-Wl,-soname,libcudart.so.12",
-        "-Wl,--no-undefined",
-    ];
-    gcc(&[
-        &rt_args[..],
-        &[&inc_out, "-o", &rt, &s("runtime.c"), "-ldl", "-lpthread"],
-    ]
-    .concat());
+    // Runtimes: --no-undefined proves they never name a driver function (they may not link
+    // libcuda). Each also as an archive, as NVIDIA ships libcudart_static.a.
+    for r in RUNTIMES {
+        let soname = format!("libcudart.so.{}", r.major);
+        let defines = [
+            format!("-DRT_VERSION={}", r.version),
+            format!("-DCUDART_LOOKUPS=\"{}\"", r.inc),
+        ];
+        gcc(&[
+            "-shared",
+            "-fvisibility=hidden",
+            &format!("-Wl,-soname,{soname}"),
+            "-Wl,--no-undefined",
+            &defines[0],
+            &defines[1],
+            &inc_out,
+            "-o",
+            &d(&soname),
+            &s("runtime.c"),
+            "-ldl",
+            "-lpthread",
+        ]);
+        let rt_obj = o(&format!("runtime{}_static.o", r.major));
+        gcc(&[
+            "-fvisibility=hidden",
+            &defines[0],
+            &defines[1],
+            &inc_out,
+            "-c",
+            "-o",
+            &rt_obj,
+            &s("runtime.c"),
+        ]);
+        let archive = d(&static_runtime(r.major));
+        let _ = fs::remove_file(&archive);
+        run(Command::new("ar").args(["rcs", &archive, &rt_obj]), "ar");
+    }
     link(&sim, "libcudart.so.12", "libcudart.so");
 
     // NVML: what the simulated driver holds for this process, as nvidia-smi shows it.
@@ -249,18 +324,19 @@ fn main() {
         &s("nvml.c"),
         "-ldl",
     ]);
-    let rt_obj = o("runtime_static.o");
+    // A GPU-sharing layer (as HAMi-core's libvgpu.so) to preload beside vramtrace.
     gcc(&[
+        "-shared",
         "-fvisibility=hidden",
-        &inc_out,
-        "-c",
+        &inc_sim,
+        "-Wl,--no-undefined",
         "-o",
-        &rt_obj,
-        &s("runtime.c"),
+        &d("libvt_sharing_layer.so"),
+        &s("sharing_layer.c"),
+        "-ldl",
+        "-lpthread",
     ]);
-    let archive = d("libcudart_static.a");
-    let _ = fs::remove_file(&archive);
-    run(Command::new("ar").args(["rcs", &archive, &rt_obj]), "ar");
+    let (archive, archive13) = (d(&static_runtime(12)), d(&static_runtime(13)));
 
     let truth_obj = o("truth.o");
     gcc(&[
@@ -284,6 +360,15 @@ fn main() {
         ]);
     }
     let lib_dir = format!("-L{}", sim.display());
+    gcc(&[
+        "-shared",
+        &inc_sim,
+        "-o",
+        &d("libvt_xla_extension.so"),
+        &wl.join("xla_extension.c").display().to_string(),
+        &lib_dir,
+        "-lcuda",
+    ]);
     gcc(&[
         "-shared",
         "-o",
@@ -310,6 +395,8 @@ fn main() {
         match how {
             Link::DynamicRuntime => a.extend([&lib_dir[..], "-l:libcudart.so.12"]),
             Link::StaticRuntime => a.extend([&archive[..], "-ldl"]),
+            Link::DynamicRuntime13 => a.extend([&lib_dir[..], "-l:libcudart.so.13"]),
+            Link::StaticRuntime13 => a.extend([&archive13[..], "-ldl"]),
             Link::Dlopen => a.push("-ldl"),
             Link::Driver => a.extend([&lib_dir[..], "-lcuda"]),
             Link::SimLibs => a.push(&lib_dir),
@@ -322,11 +409,20 @@ fn main() {
     }
 }
 
-/// Turns the recorded lookup list into `L("symbol", version, flags)` lines for runtime.c.
+/// The static runtime archive of a CUDA major version.
+fn static_runtime(major: u32) -> String {
+    match major {
+        12 => "libcudart_static.a".to_string(),
+        _ => format!("libcudart{major}_static.a"),
+    }
+}
+
+/// Turns the recorded lookup list into `L("symbol", version, flags)` lines for runtime.c,
+/// and `D("symbol")` for a function the runtime calls by its exported name (`direct`).
 fn write_lookups(tsv: &Path, inc: &Path) {
     let text = fs::read_to_string(tsv).unwrap_or_else(|e| panic!("{}: {e}", tsv.display()));
-    let mut lines =
-        String::from("/* generated by tests/build.rs from cudart-12.9-driver-lookups.tsv */\n");
+    let file = tsv.file_name().unwrap_or_default().to_string_lossy();
+    let mut lines = format!("/* generated by tests/build.rs from {file} */\n");
     for line in text.lines() {
         let cols: Vec<&str> = line.split('\t').collect();
         if line.starts_with('#') || cols.len() < 4 || cols[0] == "lookup" {
@@ -341,7 +437,11 @@ fn write_lookups(tsv: &Path, inc: &Path) {
         );
         version.parse::<u32>().expect("numeric version");
         flags.parse::<u32>().expect("numeric flags");
-        lines.push_str(&format!("L(\"{symbol}\", {version}, {flags})\n"));
+        if cols[0] == "direct" {
+            lines.push_str(&format!("D(\"{symbol}\")\n"));
+        } else {
+            lines.push_str(&format!("L(\"{symbol}\", {version}, {flags})\n"));
+        }
     }
     if fs::read_to_string(inc).ok().as_deref() != Some(&lines) {
         fs::write(inc, lines).unwrap();

@@ -10,13 +10,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
-/// glibc's `dlsym`, found once. Not exported: the jump reads it PC-relative.
+/// The next `dlsym` in the chain, found once: another interposer's preloaded after this
+/// one (a GPU-sharing layer such as HAMi-core's libvgpu.so), else glibc's. Every lookup
+/// the program makes goes on to it, so a layer behind vramtrace still sees, and can
+/// limit, everything. Not exported: the jump reads it PC-relative.
 static VRAMTRACE_REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
+/// glibc's own `dlsym`, for vramtrace's own `RTLD_NEXT` lookups: "the definition after
+/// this library" must come from the loader itself, not from a layer that would answer
+/// relative to its own position.
+static GLIBC_DLSYM: AtomicUsize = AtomicUsize::new(0);
+
 /// Finds glibc's `dlsym` without calling `dlsym`: glibc 2.34 moved it into libc.so.6 and
-/// dropped `_dl_sym`/`__libc_dlsym`, so ask `dlvsym` for each version it has carried.
-extern "C" fn resolve_real_dlsym() -> usize {
-    let p = VRAMTRACE_REAL_DLSYM.load(Ordering::Acquire);
+/// dropped `_dl_sym`/`__libc_dlsym`, so ask `dlvsym` for each version it has carried
+/// (this reaches vramtrace's `dlvsym`, which forwards a request from here to glibc's).
+fn resolve_glibc_dlsym() -> usize {
+    let p = GLIBC_DLSYM.load(Ordering::Acquire);
     if p != 0 {
         return p;
     }
@@ -25,11 +34,37 @@ extern "C" fn resolve_real_dlsym() -> usize {
         // SAFETY: valid C strings; dlvsym is not overridden.
         let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), v.as_ptr()) } as usize;
         if p != 0 {
-            VRAMTRACE_REAL_DLSYM.store(p, Ordering::Release);
+            GLIBC_DLSYM.store(p, Ordering::Release);
             return p;
         }
     }
+    // Without glibc's dlvsym (the override forwards to it), its own symbol table.
+    let p = crate::dlvsym::find_in_libc(b"dlsym");
+    if p != 0 {
+        GLIBC_DLSYM.store(p, Ordering::Release);
+        return p;
+    }
     unavailable as *const () as usize
+}
+
+/// Finds the next `dlsym` after this library: glibc's `dlsym(RTLD_NEXT, "dlsym")` from
+/// here. `dlvsym` alone would skip an unversioned `dlsym` that another layer exports.
+extern "C" fn resolve_real_dlsym() -> usize {
+    let p = VRAMTRACE_REAL_DLSYM.load(Ordering::Acquire);
+    if p != 0 {
+        return p;
+    }
+    let glibc = resolve_glibc_dlsym();
+    // SAFETY: glibc's dlsym (or `unavailable`), called from this library's own code.
+    let next =
+        unsafe { std::mem::transmute::<usize, DlsymFn>(glibc)(libc::RTLD_NEXT, c"dlsym".as_ptr()) }
+            as usize;
+    let next = match symbols::locate(next) {
+        Some(l) if !l.is_ours() => next,
+        _ => glibc,
+    };
+    VRAMTRACE_REAL_DLSYM.store(next, Ordering::Release);
+    next
 }
 
 /// Stands in when glibc's `dlsym` cannot be found at all: answers "no such symbol"
@@ -43,6 +78,16 @@ extern "C" fn unavailable(_: *mut c_void, _: *const c_char) -> *mut c_void {
 /// # Safety
 /// Same contract as `dlsym`.
 pub unsafe fn real_dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    let f: DlsymFn = std::mem::transmute::<usize, DlsymFn>(resolve_glibc_dlsym());
+    f(handle, name)
+}
+
+/// Calls the next `dlsym` in the chain (see [`VRAMTRACE_REAL_DLSYM`]) for a lookup the
+/// program made.
+///
+/// # Safety
+/// Same contract as `dlsym`.
+unsafe fn next_dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     let f: DlsymFn = std::mem::transmute::<usize, DlsymFn>(resolve_real_dlsym());
     f(handle, name)
 }
@@ -135,8 +180,21 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     )
 }
 
-/// For `dlsym(RTLD_DEFAULT, name)`: glibc's `dlsym` when `name` is not one vramtrace may
-/// wrap (the caller then gets glibc's answer exactly, as if made by itself), else 0.
+/// The address of vramtrace's own `dlsym`, for a layer preloaded before it that asks
+/// `dlvsym` for the next one ([`crate::dlvsym`]); 0 where it is not found.
+pub fn exported_dlsym() -> usize {
+    static OURS: AtomicUsize = AtomicUsize::new(0);
+    let p = OURS.load(Ordering::Acquire);
+    if p != 0 {
+        return p;
+    }
+    let p = crate::elf_symbols::own(b"dlsym").unwrap_or(0);
+    OURS.store(p, Ordering::Release);
+    p
+}
+
+/// For `dlsym(RTLD_DEFAULT, name)`: the next `dlsym` when `name` is not one vramtrace may
+/// wrap (the caller then gets its answer exactly, as if made by itself), else 0.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn plain_default_lookup(name: *const c_char) -> usize {
     if !name.is_null() {
@@ -149,12 +207,14 @@ extern "C" fn plain_default_lookup(name: *const c_char) -> usize {
     resolve_real_dlsym()
 }
 
-/// A lookup in a specific handle or the default scope: the real answer, replaced by a
-/// wrapper when it is exactly a CUDA memory or lookup function.
+/// A lookup in a specific handle or the default scope: the next `dlsym`'s answer,
+/// replaced by a wrapper when it is exactly a CUDA memory or lookup function, or another
+/// layer's function standing in for one (wrapped under the name asked for: the caller
+/// calls it with that symbol's ABI).
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn dlsym_lookup(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     // SAFETY: forwarding the caller's own arguments.
-    let p = unsafe { real_dlsym(handle, name) };
+    let p = unsafe { next_dlsym(handle, name) };
     if name.is_null() {
         return p;
     }

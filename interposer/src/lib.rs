@@ -16,6 +16,8 @@
 pub mod annotate;
 pub mod clock;
 pub mod dlsym;
+pub mod dlvsym;
+pub mod elf_symbols;
 pub mod exit;
 pub mod guard;
 pub mod hooks;

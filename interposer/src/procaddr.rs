@@ -102,6 +102,29 @@ mod tests {
         assert_eq!(variant(b"cuMemAllocAsync", 11010, 2), None);
     }
 
+    /// CUDA 13's lookups of versioned functions that take no memory (cudart 13.5 asks for
+    /// each at two versions, whose ABIs differ: cuMemAdvise_v2 takes a location where
+    /// cuMemAdvise took a device) are handed back untouched, by name or by version.
+    #[test]
+    fn cuda_13_versioned_variants_are_never_wrapped() {
+        for (base, version) in [
+            ("cuCtxCreate", 12050),
+            ("cuMemAdvise", 12020),
+            ("cuMemPrefetchAsync", 12020),
+            ("cuDeviceGetUuid", 11040),
+        ] {
+            assert_eq!(variant(base.as_bytes(), version, 0), None, "{base}");
+        }
+        for name in [
+            "cuCtxCreate_v4",
+            "cuMemAdvise_v2",
+            "cuMemPrefetchAsync_v2",
+            "cuDeviceGetUuid_v2",
+        ] {
+            assert_eq!(Slot::find(name.as_bytes()), None, "{name}");
+        }
+    }
+
     #[test]
     fn lookup_function_forms() {
         assert_eq!(

@@ -24,6 +24,8 @@ macro_rules! hooked {
 
         static REAL: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
 
+        static WRAPPER: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
+
         impl Slot {
             /// The hooked symbol with exactly this name.
             pub fn find(name: &[u8]) -> Option<Slot> {
@@ -39,8 +41,9 @@ macro_rules! hooked {
                 match self { $( Slot::$slot => Lib::$lib, )* }
             }
 
-            /// Address of vramtrace's wrapper for this symbol.
-            pub fn wrapper(self) -> usize {
+            /// The wrapper's address as Rust code sees it: the process's first definition
+            /// of the name (see [`Slot::wrapper`]).
+            fn linked_wrapper(self) -> usize {
                 match self { $( Slot::$slot => $path as *const () as usize, )* }
             }
         }
@@ -99,6 +102,22 @@ hooked! {
     cudaGetDriverEntryPointByVersion_ptsz: Runtime runtime::cudaGetDriverEntryPointByVersion_ptsz;
 }
 
+impl Slot {
+    /// Address of vramtrace's own wrapper for this symbol, read from this library's symbol
+    /// table: with a layer preloaded before vramtrace that exports the same name, the
+    /// address Rust code takes is the layer's function, and handing that out would make
+    /// the layer call itself.
+    pub fn wrapper(self) -> usize {
+        let w = WRAPPER[self as usize].load(Ordering::Acquire);
+        if w != 0 {
+            return w;
+        }
+        let w = crate::elf_symbols::own(self.name().as_bytes()).unwrap_or(self.linked_wrapper());
+        WRAPPER[self as usize].store(w, Ordering::Release);
+        w
+    }
+}
+
 /// The real function for `slot`, or 0 when no library provides it.
 #[inline]
 pub fn real(slot: Slot) -> usize {
@@ -110,7 +129,8 @@ pub fn real(slot: Slot) -> usize {
 }
 
 /// A program linked with `-lcuda`/`-lcudart` calls the exported wrapper directly: its real
-/// function is the next definition after this library.
+/// function is the next definition after this library - CUDA's own, or that of another
+/// layer preloaded after vramtrace (which must still see the call).
 #[cold]
 fn resolve_next(slot: Slot) -> usize {
     let Ok(name) = std::ffi::CString::new(slot.name()) else {
@@ -118,18 +138,19 @@ fn resolve_next(slot: Slot) -> usize {
     };
     // SAFETY: RTLD_NEXT from this library's own code: the definition after ours.
     let p = unsafe { crate::dlsym::real_dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    let found = locate(p);
-    if found.is_some_and(|l| !l.is_ours() && l.is_from(slot.lib())) {
-        adopt(slot, p);
-        return REAL[slot as usize].load(Ordering::Acquire);
+    match locate(p) {
+        Some(l) if !l.is_ours() => {
+            adopt(slot, p, &l);
+            REAL[slot as usize].load(Ordering::Acquire)
+        }
+        _ => 0,
     }
-    0
 }
 
-/// Records `p` as the real function for `slot`. Returns false when the slot already
-/// holds another library's function (a second copy of libcudart, say): the wrapper
+/// Records `p` (located at `l`) as the real function for `slot`. Returns false when the
+/// slot already holds another function (a second copy of libcudart, say): the wrapper
 /// would call the wrong one, so that pointer is handed back unwrapped.
-pub fn adopt(slot: Slot, p: usize) -> bool {
+fn adopt(slot: Slot, p: usize, l: &Location) -> bool {
     let adopted =
         match REAL[slot as usize].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => true,
@@ -138,13 +159,40 @@ pub fn adopt(slot: Slot, p: usize) -> bool {
     // Also when another thread adopted the same pointer first: it may not have published
     // it yet, and this thread's call would find no driver to ask for its device.
     if adopted && slot.lib() == Lib::Driver {
-        DRIVER_SEEN.store(p, Ordering::Release);
+        if l.is_from(Lib::Driver) {
+            DRIVER_SEEN.store(p, Ordering::Release);
+        } else {
+            find_driver_behind_layer();
+        }
     }
     adopted
 }
 
 /// Any real driver function seen: tells where libcuda lives (for `cuCtxGetDevice`).
 static DRIVER_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+/// When another layer stands in for every driver function vramtrace adopts, no pointer
+/// into libcuda is ever seen: ask the loader for one (libcuda is loaded by then - the
+/// layer's function came from a lookup in it).
+#[cold]
+fn find_driver_behind_layer() {
+    if DRIVER_SEEN.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded.
+    let handle =
+        unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return;
+    }
+    // SAFETY: valid handle and name; glibc's own lookup, not another layer's.
+    let p = unsafe { crate::dlsym::real_dlsym(handle, c"cuGetProcAddress".as_ptr()) } as usize;
+    // SAFETY: balances the reference dlopen took.
+    unsafe { crate::unload::real_dlclose(handle) };
+    if locate(p).is_some_and(|l| l.is_from(Lib::Driver)) {
+        DRIVER_SEEN.store(p, Ordering::Release);
+    }
+}
 
 pub fn driver_function_seen() -> usize {
     DRIVER_SEEN.load(Ordering::Acquire)
@@ -222,11 +270,13 @@ impl Location {
     }
 }
 
-/// The wrapper to hand out instead of `p`, the real function for `slot`, when `p` is
-/// exactly that function of the library it must come from. `l` is where `p` is: one
-/// `dladdr` (which takes the loader's lock) answers every question about it.
+/// The wrapper to hand out instead of `p`, the real function for `slot`: `p` is that
+/// function of CUDA's library, or another layer's function standing in for it (the
+/// caller asked for exactly this symbol, so it calls `p` with this ABI). `l` is where `p`
+/// is: one `dladdr` (which takes the loader's lock) answers every question about it.
+/// Never one of our own wrappers: each call is wrapped once.
 pub fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
-    if l.is_ours() || !l.is_from(slot.lib()) || !adopt(slot, p) {
+    if l.is_ours() || !adopt(slot, p, l) {
         return p;
     }
     slot.wrapper()
@@ -234,8 +284,10 @@ pub fn wrap_at(slot: Slot, p: usize, l: &Location) -> usize {
 
 /// For a pointer from `cuGetProcAddress` or `cudaGetDriverEntryPoint`: which variant it
 /// is (`cuMemAlloc_v2` or the 32-bit `cuMemAlloc`) decides whether a wrapper of exactly
-/// that ABI exists. The exported symbol at that address says it; without one, the
-/// version table of `procaddr` does.
+/// that ABI exists. In CUDA's library the exported symbol at that address says it;
+/// without one, and for another layer's function (whose name proves nothing: it may hand
+/// out one function for several versions), the version table of `procaddr` says which
+/// ABI the caller expects for what it asked.
 pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> usize {
     let Some(l) = locate(p) else {
         return p;
@@ -243,10 +295,15 @@ pub fn wrap_looked_up(requested: &[u8], version: i32, flags: u64, p: usize) -> u
     if l.is_ours() {
         return p;
     }
-    let slot = match l.symbol {
-        Some(symbol) => Slot::find(symbol.to_bytes()),
-        None if l.is_from(Lib::Driver) => crate::procaddr::variant(requested, version, flags),
-        None => None,
+    let variant = || crate::procaddr::variant(requested, version, flags);
+    let slot = if l.is_from(Lib::Driver) || l.is_from(Lib::Runtime) {
+        match l.symbol {
+            Some(symbol) => Slot::find(symbol.to_bytes()),
+            None if l.is_from(Lib::Driver) => variant(),
+            None => None,
+        }
+    } else {
+        variant()
     };
     match slot {
         Some(slot) => wrap_at(slot, p, &l),

@@ -1,10 +1,12 @@
-/* Simulated CUDA runtime: libcudart.so.12 and libcudart_static.a, one source.
+/* Simulated CUDA runtime: libcudart.so.12 and libcudart_static.a, and with
+ * RT_VERSION=13050 libcudart.so.13 and libcudart13_static.a, one source.
  *
- * It reaches the driver exactly as NVIDIA's runtime 12.9 does (see
- * /work/shared/design/cuda-interception.md): dlopen("libcuda.so.1"), ONE dlsym of
- * cuGetProcAddress_v2, then the recorded list of lookups (cudart-12.9-driver-lookups.tsv,
- * turned into cudart_lookups.inc by build.rs), switching to the cuGetProcAddress it gets
- * back at version 12000. No driver function is ever called by its symbol name: the driver
+ * It reaches the driver exactly as NVIDIA's runtime 12.9 (or 13.5) does (see
+ * /work/shared/design/cuda-interception.md): dlopen("libcuda.so.1"), the functions it
+ * calls by name (13.5: cuDriverGetVersion, refusing a driver older than its major
+ * version), ONE dlsym of cuGetProcAddress_v2, then the recorded list of lookups
+ * (cudart-<version>-driver-lookups.tsv, turned into CUDART_LOOKUPS by build.rs),
+ * switching to the cuGetProcAddress it gets back at version 12000. No driver function is ever called by its symbol name: the driver
  * prototypes are switched off below, and the shared library is linked --no-undefined.
  *
  * Every exported function is a thin shell over a static helper, and no exported function
@@ -17,17 +19,27 @@
 #include <string.h>
 
 #define CUDART_API __attribute__((visibility("default")))
+#ifndef RT_VERSION
 #define RT_VERSION 12090
+#endif
+#ifndef CUDART_LOOKUPS
+#define CUDART_LOOKUPS "cudart_lookups.inc"
+#endif
 #define RT_MAX_DEVICES 16
 
+/* The recorded start-up sequence, in order: lookups through cuGetProcAddress_v2 (L) and
+ * functions called by their exported name (D). */
 static const struct lookup {
     const char *symbol;
     int version;
     unsigned long long flags;
+    int direct;
 } lookups[] = {
-#define L(symbol, version, flags) {symbol, version, flags},
-#include "cudart_lookups.inc"
+#define L(symbol, version, flags) {symbol, version, flags, 0},
+#define D(symbol) {symbol, 0, 0, 1},
+#include CUDART_LOOKUPS
 #undef L
+#undef D
 };
 #define NLOOKUPS (sizeof lookups / sizeof lookups[0])
 
@@ -75,13 +87,28 @@ static __thread cudaError_t tls_last_error;
 
 static void *bound_fn(const char *symbol, int version, unsigned long long flags) {
     for (size_t i = 0; i < NLOOKUPS; i++)
-        if (lookups[i].version == version && lookups[i].flags == flags && !strcmp(lookups[i].symbol, symbol))
+        if (!lookups[i].direct && lookups[i].version == version && lookups[i].flags == flags &&
+            !strcmp(lookups[i].symbol, symbol))
             return bound[i];
     return NULL;
 }
 
 #define NEED(field, symbol, version, flags) \
     ok &= (*(void **)&drv.field = bound_fn(symbol, version, flags)) != NULL
+
+/* Calls a function the runtime uses by its exported name: cuDriverGetVersion (a driver
+ * older than the runtime's major version is refused, as NVIDIA's runtime does) or cuInit. */
+static cudaError_t call_direct(void *h, const char *symbol) {
+    void *f = dlsym(h, symbol);
+    if (!f) return cudaErrorInsufficientDriver;
+    if (!strcmp(symbol, "cuDriverGetVersion")) {
+        int v = 0;
+        if (((CUresult(*)(int *))f)(&v) || v / 1000 < RT_VERSION / 1000) return cudaErrorInsufficientDriver;
+    } else if (!strcmp(symbol, "cuInit")) {
+        ((CUresult(*)(unsigned))f)(0); /* its answer is checked by the cuInit bound below */
+    }
+    return cudaSuccess;
+}
 
 static void bind_driver(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
@@ -91,6 +118,10 @@ static void bind_driver(void) {
         return;
     }
     for (size_t i = 0; i < NLOOKUPS; i++) {
+        if (lookups[i].direct) {
+            if ((init_error = call_direct(h, lookups[i].symbol))) return;
+            continue;
+        }
         CUdriverProcAddressQueryResult status;
         void *fn = NULL;
         if (gpa(lookups[i].symbol, &fn, lookups[i].version, lookups[i].flags, &status) != CUDA_SUCCESS)
@@ -351,13 +382,17 @@ static cudaError_t entry_point(const char *symbol, void **fn, int version, unsig
     return rt_ret(r);
 }
 
+/* Since 13.1 the unversioned lookup fails with cudaErrorInvalidValue even for baseline
+ * symbols (cudaGetDriverEntryPointByVersion works). */
 CUDART_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
                                                cudaDriverEntryPointQueryResult *status) {
+    if (RT_VERSION >= 13010) return rt_ret(cudaErrorInvalidValue);
     return entry_point(symbol, fn, RT_VERSION, flags, status);
 }
 /* What code built with --default-stream per-thread calls: "default" means per-thread. */
 CUDART_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn, unsigned long long flags,
                                                     cudaDriverEntryPointQueryResult *status) {
+    if (RT_VERSION >= 13010) return rt_ret(cudaErrorInvalidValue);
     return entry_point(symbol, fn, RT_VERSION, flags == cudaEnableDefault ? cudaEnablePerThreadDefaultStream : flags,
                        status);
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define CUAPI __attribute__((visibility("default")))
-#define SIM_DRIVER_VERSION 12090
+#define SIM_DRIVER_VERSION 13050 /* a 13.5 driver serves 12.x and 13.x runtimes */
 #define SIM_MAX_DEVICES 16
 #define SIM_GRANULARITY (2ull << 20)
 #define SIM_UNUSED(x) (void)(x)

@@ -3,10 +3,19 @@
 
 use vramtrace_tests::harness::{check, run_sim, same, static_runtime_names};
 
+/// The runtime workloads, built against the CUDA 12 and the CUDA 13 runtime.
+const CUDA_MAJORS: &[&str] = &["", "_13"];
+
 #[test]
 fn dynamic_runtime_calls_are_recorded_once_under_runtime_names() {
-    let run = run_sim("runtime_dynamic", &[], &[], &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    for suffix in CUDA_MAJORS {
+        dynamic_runtime(&format!("runtime_dynamic{suffix}"));
+    }
+}
+
+fn dynamic_runtime(exe: &str) {
+    let run = run_sim(exe, &[], &[], &[]);
+    assert!(run.output.status.success(), "{exe}: {}", run.stderr());
     assert_eq!(run.traces.len(), 1);
     check(&run, run.truth("runtime-dynamic"), same);
     // The failed allocation reached the trace with its request and the driver's code.
@@ -17,8 +26,14 @@ fn dynamic_runtime_calls_are_recorded_once_under_runtime_names() {
 
 #[test]
 fn static_runtime_is_seen_at_the_driver() {
-    let run = run_sim("runtime_static", &[], &[], &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    for suffix in CUDA_MAJORS {
+        static_runtime(&format!("runtime_static{suffix}"));
+    }
+}
+
+fn static_runtime(exe: &str) {
+    let run = run_sim(exe, &[], &[], &[]);
+    assert!(run.output.status.success(), "{exe}: {}", run.stderr());
     let truth = run.truth("runtime-static");
     // cudaFree(NULL) returns inside the runtime and never reaches the driver.
     // The sim's runtime, like NVIDIA's, pins host memory with cuMemHostAlloc.

@@ -3,6 +3,7 @@
 use super::common;
 use crate::render;
 use crate::views::oom::OomWatch;
+use crate::views::preallocation::{self, PreallocationWatch};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -20,11 +21,21 @@ pub fn oom(args: OomArgs) -> Result<i32, String> {
         return super::snapshot_input::oom(path, args.json);
     }
     let mut watch = OomWatch::default();
-    let run = match common::load(&args.paths, Default::default(), |s| watch.step(s))? {
+    let mut preallocations = PreallocationWatch::default();
+    let run = match common::load(&args.paths, Default::default(), |s| {
+        watch.step(s);
+        preallocations.step(s);
+    })? {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
-    let view = watch.finish(&run);
+    let mut view = watch.finish(&run);
+    let found = preallocations.finish(&run);
+    for f in &mut view.failures {
+        if let Some(p) = preallocation::of(&found, f.pid, f.device) {
+            f.advice.insert(0, p.advice());
+        }
+    }
     if args.json {
         common::print(&render::json(&view))?;
     } else {

@@ -2,6 +2,7 @@
 
 use super::common;
 use crate::render;
+use crate::views::preallocation::PreallocationWatch;
 use crate::views::summary;
 use std::path::PathBuf;
 
@@ -19,11 +20,13 @@ pub fn summary(args: SummaryArgs) -> Result<i32, String> {
     if let Some(path) = super::snapshot_input::single(&args.paths) {
         return super::snapshot_input::summary(path, args.json);
     }
-    let run = match common::load(&args.paths, Default::default(), |_| {})? {
+    let mut preallocations = PreallocationWatch::default();
+    let run = match common::load(&args.paths, Default::default(), |s| preallocations.step(s))? {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
-    let view = summary::build(&run);
+    let mut view = summary::build(&run);
+    view.preallocations = preallocations.finish(&run);
     if args.json {
         common::print(&render::json(&view))?;
     } else {

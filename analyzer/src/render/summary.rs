@@ -1,6 +1,7 @@
 //! `summary` as text: one screen.
 
 use crate::units;
+use crate::views::preallocation;
 use crate::views::summary::Summary;
 use std::fmt::Write;
 
@@ -121,6 +122,9 @@ pub fn text(s: &Summary) -> String {
                     g.blocks,
                     g.who()
                 );
+            }
+            if let Some(n) = preallocation::of(&s.preallocations, p.pid, d.device) {
+                let _ = writeln!(o, "    note: {}", n.note());
             }
         }
         if p.peak_pinned_host_bytes > 0 {

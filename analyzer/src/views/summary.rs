@@ -22,6 +22,8 @@ pub struct Summary {
     /// Per physical device, all processes summed.
     pub devices: Vec<RunDeviceSummary>,
     pub unreadable: Vec<String>,
+    /// XLA's preallocations (JAX), where found ([`super::preallocation`]).
+    pub preallocations: Vec<super::preallocation::Preallocation>,
 }
 
 #[derive(Serialize)]
@@ -149,6 +151,7 @@ pub fn build(run: &Run) -> Summary {
         processes,
         devices,
         unreadable: run.unreadable.iter().map(|e| e.to_string()).collect(),
+        preallocations: Vec::new(),
     }
 }
 
