@@ -20,7 +20,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                 ));
             }
             found.sort();
-            files.extend(found);
+            files.extend(crate::run_id::select(path, found)?);
         } else if path.exists() {
             files.push(path.clone());
         } else {

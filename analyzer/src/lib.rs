@@ -7,6 +7,7 @@ pub mod input;
 pub mod model;
 pub mod render;
 pub mod run;
+pub mod run_id;
 pub mod snapshot;
 pub mod units;
 pub mod views;

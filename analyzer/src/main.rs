@@ -16,6 +16,9 @@ struct Cli {
     /// Show whole stacks in text views, not only their top frames.
     #[arg(long, global = true)]
     full_stack: bool,
+    /// The run to show from a directory that holds several (by default the newest).
+    #[arg(long, global = true, value_name = "ID")]
+    run: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -48,6 +51,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     vramtrace_analyzer::views::stacks::set_options(cli.all_frames, cli.full_stack);
+    vramtrace_analyzer::run_id::choose(cli.run);
     let result = match cli.command {
         Command::Flamegraph(args) => cmd::flamegraph::flamegraph(args),
         Command::Run(args) => cmd::run::run(args),
