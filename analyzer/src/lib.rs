@@ -5,6 +5,8 @@ pub mod cmd;
 pub mod errors;
 pub mod input;
 pub mod model;
+pub mod pack;
+pub mod redact;
 pub mod render;
 pub mod run;
 pub mod run_id;

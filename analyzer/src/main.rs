@@ -46,6 +46,8 @@ enum Command {
     Export(cmd::export::ExportArgs),
     /// Figures of a PyTorch memory snapshot: reserved, allocated, fragmentation, OOM entries.
     Snapshot(cmd::snapshot::SnapshotArgs),
+    /// One compressed file of a run (traces, snapshots, torch-*.json) for a bug report.
+    Pack(cmd::pack::PackArgs),
 }
 
 fn main() {
@@ -63,7 +65,10 @@ fn main() {
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),
         Command::Snapshot(args) => cmd::snapshot::snapshot(args),
+        Command::Pack(args) => cmd::pack::pack(args),
     };
+    // process::exit runs no destructors: unpacked packs are removed here.
+    vramtrace_analyzer::pack::cleanup();
     match result {
         Ok(code) => std::process::exit(code),
         Err(msg) => {

@@ -130,3 +130,120 @@ fn a_run_without_a_gpu_says_why_and_names_sim() {
     }
     assert!(!stderr.contains("see `vramtrace summary"), "{stderr}");
 }
+
+/// The demo run once, for the compression and pack tests: its directory and its peak as
+/// the workload counted it.
+fn demo_run() -> (tempfile::TempDir, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo_into(&dir.path().join("traces"), &["--sim-capacity", "24GiB"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+        .expect("a truth line");
+    let truth: serde_json::Value = serde_json::from_str(line).unwrap();
+    (dir, truth["peak_live_bytes"]["0"].as_u64().unwrap())
+}
+
+fn shell(script: &str, dir: &std::path::Path) {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn compressed_traces_read_as_they_are() {
+    let (dir, peak) = demo_run();
+    // Compressed by the ordinary tools, not by vramtrace.
+    shell(
+        "mkdir gz zst && for f in traces/*.jsonl; do b=$(basename $f); \
+         gzip -c $f > gz/$b.gz; zstd -q $f -o zst/$b.zst; done",
+        dir.path(),
+    );
+    for sub in ["gz", "zst"] {
+        let (s, _) = summary(&dir.path().join(sub), &[]);
+        assert_eq!(peak_of(&s), peak, "{sub}");
+        let file = std::fs::read_dir(dir.path().join(sub))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let (s, _) = summary(&file, &[]);
+        assert_eq!(peak_of(&s), peak, "{}", file.display());
+    }
+}
+
+#[test]
+fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
+    let (dir, peak) = demo_run();
+    let pack = |extra: &[&str], name: &str| {
+        let out = Command::new(vramtrace())
+            .arg("pack")
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join(name))
+            .arg(dir.path().join("traces"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    pack(&[], "run.vtpack");
+    pack(&["--redact"], "redacted.vtpack");
+    for name in ["run.vtpack", "redacted.vtpack"] {
+        let (s, _) = summary(&dir.path().join(name), &[]);
+        assert_eq!(peak_of(&s), peak, "{name}");
+    }
+    // Never over an existing file.
+    let again = Command::new(vramtrace())
+        .args(["pack", "-o"])
+        .arg(dir.path().join("run.vtpack"))
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+
+    // Unpacked by the ordinary tools: nothing of the host, the command line or the paths.
+    shell(
+        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
+        dir.path(),
+    );
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let host = host.trim();
+    let workload_path = workload("demo").display().to_string();
+    for entry in std::fs::read_dir(dir.path().join("out")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(&format!("-{host}-")), "{name}");
+        assert!(
+            !text.contains(&workload_path),
+            "the command's path in {name}"
+        );
+        assert!(
+            !text.contains(env!("CARGO_MANIFEST_DIR")),
+            "a source path in {name}"
+        );
+        let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_ne!(header["host"].as_str(), Some(host), "{name}");
+        assert_eq!(header["argv"].as_array().unwrap().len(), 1, "{name}");
+        for line in text.lines().filter(|l| l.starts_with("{\"frame\":")) {
+            let frame: serde_json::Value = serde_json::from_str(line).unwrap();
+            for key in ["module", "file"] {
+                let v = frame["frame"][key].as_str().unwrap_or_default();
+                assert!(!v.contains('/'), "{key} {v} in {name}");
+            }
+        }
+    }
+}
