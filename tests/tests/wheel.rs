@@ -89,11 +89,26 @@ fn pip_installed_wheel_runs_the_demo_and_marks_phases() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let oom = ok(Command::new(&vt).arg("oom").arg(&traces), "vramtrace oom");
-    assert!(
-        oom.contains("out of memory") || oom.contains("failed"),
-        "{oom}"
+    // Its failures as the demo counted them, against the installed analyzer's post-mortem.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let truth: serde_json::Value = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .expect("the demo prints its truth");
+    let failed: u64 = truth["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["failed"].as_u64().unwrap())
+        .sum();
+    let oom = run_within(
+        Command::new(&vt).args(["oom", "--json"]).arg(&traces),
+        LIMIT,
     );
+    let oom: serde_json::Value = serde_json::from_slice(&oom.stdout).expect("oom --json");
+    assert!(failed > 0);
+    assert_eq!(oom["failures"].as_array().unwrap().len() as u64, failed);
 
     // The Python module: markers reach the trace under vramtrace, and are no-ops without.
     let script = "import ctypes, vramtrace\n\
