@@ -16,6 +16,9 @@ struct Cli {
     /// Show whole stacks in text views, not only their top frames.
     #[arg(long, global = true)]
     full_stack: bool,
+    /// The run to show from a directory that holds several (by default the newest).
+    #[arg(long, global = true, value_name = "ID")]
+    run: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,11 +46,14 @@ enum Command {
     Export(cmd::export::ExportArgs),
     /// Figures of a PyTorch memory snapshot: reserved, allocated, fragmentation, OOM entries.
     Snapshot(cmd::snapshot::SnapshotArgs),
+    /// One compressed file of a run (traces, snapshots, torch-*.json) for a bug report.
+    Pack(cmd::pack::PackArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     vramtrace_analyzer::views::stacks::set_options(cli.all_frames, cli.full_stack);
+    vramtrace_analyzer::run_id::choose(cli.run);
     let result = match cli.command {
         Command::Flamegraph(args) => cmd::flamegraph::flamegraph(args),
         Command::Run(args) => cmd::run::run(args),
@@ -59,7 +65,10 @@ fn main() {
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),
         Command::Snapshot(args) => cmd::snapshot::snapshot(args),
+        Command::Pack(args) => cmd::pack::pack(args),
     };
+    // process::exit runs no destructors: unpacked packs are removed here.
+    vramtrace_analyzer::pack::cleanup();
     match result {
         Ok(code) => std::process::exit(code),
         Err(msg) => {

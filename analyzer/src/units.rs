@@ -7,13 +7,33 @@ pub fn bytes(n: u64) -> String {
     ByteSize::b(n).display().iec().to_string()
 }
 
-/// Parses `80GiB`, `512 MiB`, `1.5GiB`, `1073741824` (binary units are powers of 1024;
-/// `GB` is 10^9, as written).
+/// Parses `80GiB`, `24G`, `512 MiB`, `1.5GiB`, `1073741824`: every unit is a power of 1024.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse::<ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| format!("invalid size {s:?}: {e} (e.g. 80GiB, 512MiB, 1073741824)"))
+    let hint = "use e.g. 80GiB, 24G, 512MiB or 1073741824";
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    // Every unit is binary, as Slurm and Docker read them: `24G`, `24GB` and `24GiB` are
+    // all 24 x 2^30 bytes. A card sold as "80GB" holds 80 GiB, so reading GB as 10^9 would
+    // describe a smaller card than the one meant.
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("invalid size {s:?}: unknown unit {unit:?}; {hint}")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: {hint}"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(format!("invalid size {s:?}: out of range; {hint}"));
+    }
+    Ok(bytes.round() as u64)
 }
 
 /// `1 block`, `6 blocks`, `2 processes`: a count with its noun, singular only for one.
@@ -115,6 +135,12 @@ mod tests {
         assert_eq!(parse_size("512 MiB").unwrap(), 512 << 20);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("lots").is_err());
+        // Binary whatever the spelling, as Slurm and Docker read sizes.
+        assert_eq!(parse_size("24G").unwrap(), 24 << 30);
+        assert_eq!(parse_size("24GB").unwrap(), 24 << 30);
+        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
+        assert!(parse_size("24 bananas").is_err());
+        assert!(parse_size("99999999T").is_err());
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(seconds(1_234_500_000), "1.234s");
     }

@@ -15,6 +15,10 @@ pub const ENV_KEYS: &[&str] = &[
     "WORLD_SIZE",
     "CUDA_VISIBLE_DEVICES",
     "PYTORCH_CUDA_ALLOC_CONF",
+    // Which run a process belongs to: set by `vramtrace run`, or the launcher's job id.
+    "VRAMTRACE_RUN_ID",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
 ];
 
 /// Who wrote the trace, and when.

@@ -5,6 +5,7 @@ pub mod export;
 pub mod flamegraph;
 pub mod leaks;
 pub mod oom;
+pub mod pack;
 pub mod peak;
 pub mod python_hook;
 pub mod report;

@@ -1,4 +1,4 @@
-//! `vramtrace run [options] -- CMD...`: runs a command with the interposer preloaded.
+//! `vramtrace run [options] CMD...`: runs a command with the interposer preloaded.
 
 use crate::units;
 use std::path::{Path, PathBuf};
@@ -36,8 +36,13 @@ pub struct RunArgs {
     /// Do not add the PyTorch startup hook (memory history and snapshots) to Python commands.
     #[arg(long)]
     pub no_torch: bool,
-    /// The command to run.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command to run, after vramtrace's own options (`--` before it is optional).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<String>,
 }
 
@@ -90,22 +95,7 @@ fn find_sim() -> Result<PathBuf, String> {
 }
 
 fn default_output() -> PathBuf {
-    // SAFETY: time and localtime_r with valid pointers.
-    let stamp = unsafe {
-        let t = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        libc::localtime_r(&t, &mut tm);
-        format!(
-            "{:04}{:02}{:02}-{:02}{:02}{:02}",
-            tm.tm_year + 1900,
-            tm.tm_mon + 1,
-            tm.tm_mday,
-            tm.tm_hour,
-            tm.tm_min,
-            tm.tm_sec
-        )
-    };
-    PathBuf::from(format!("vramtrace-{stamp}"))
+    PathBuf::from(format!("vramtrace-{}", crate::run_id::local_stamp()))
 }
 
 pub(crate) fn prepend(var: &str, first: &str) -> String {
@@ -127,6 +117,8 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         )
     })?;
     let out_dir = std::fs::canonicalize(&out_dir).unwrap_or(out_dir);
+    let run_id = crate::run_id::for_new_run();
+    crate::run_id::warn_if_other_run(&out_dir, &run_id);
 
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
@@ -135,6 +127,7 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         "VRAMTRACE_OUTPUT",
         format!("{}/vramtrace-%h-%p.jsonl", out_dir.display()),
     );
+    cmd.env("VRAMTRACE_RUN_ID", &run_id);
     if args.no_children {
         cmd.env("VRAMTRACE_CHILDREN", "0");
     }
@@ -185,14 +178,30 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         })
         .unwrap_or(0);
     eprintln!(
-        "vramtrace: {} {}; {} in {}\nvramtrace: see `vramtrace summary {}`",
+        "vramtrace: {} {}; {} in {}",
         args.command[0],
         describe(status),
         crate::units::count(traces as u64, "trace file"),
         out_dir.display(),
-        out_dir.display()
     );
+    if traces > 0 {
+        eprintln!("vramtrace: see `vramtrace summary {}`", out_dir.display());
+    } else if !args.sim {
+        eprintln!("vramtrace: {}", why_no_trace());
+    }
     Ok(exit_code(status))
+}
+
+/// Why a run left no trace: the interposer writes one only once CUDA is called.
+fn why_no_trace() -> String {
+    // SAFETY: loading NVIDIA's driver library runs no code of the traced program; it is
+    // unloaded when the handle drops.
+    match unsafe { libloading::Library::new("libcuda.so.1") } {
+        Err(e) => format!(
+            "no NVIDIA driver could be loaded here ({e}), so nothing reached a GPU; to try vramtrace without one: vramtrace run --sim CMD"
+        ),
+        Ok(_) => "the command made no CUDA call, so no process left a trace".to_string(),
+    }
 }
 
 fn describe(status: ExitStatus) -> String {

@@ -10,6 +10,7 @@ use crate::units;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use vramtrace_schema::reader::compressed;
 
 /// The one path, when it is a pickle (the protocol 2+ marker byte, or a pickle name).
 pub fn single(paths: &[PathBuf]) -> Option<&Path> {
@@ -19,11 +20,11 @@ pub fn single(paths: &[PathBuf]) -> Option<&Path> {
     if !path.is_file() {
         return None;
     }
-    let named = path
+    let named = compressed::inner_name(path)
         .extension()
         .is_some_and(|e| e == "pickle" || e == "pkl");
     let mut first = [0u8; 1];
-    let marked = std::fs::File::open(path)
+    let marked = compressed::open(path)
         .and_then(|mut f| f.read_exact(&mut first))
         .is_ok()
         && first[0] == 0x80;

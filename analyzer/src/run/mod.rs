@@ -11,12 +11,12 @@ pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
 use crate::input;
 use crate::model::{Change, ProcessModel};
-use progress::{Counting, Progress};
+use progress::Progress;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::path::PathBuf;
-use vramtrace_schema::reader::{TraceError, TraceReader};
+use vramtrace_schema::reader::{compressed, TraceError, TraceReader};
 use vramtrace_schema::Event;
 
 pub struct Run {
@@ -54,7 +54,7 @@ pub struct LoadOptions {
 }
 
 struct Source {
-    reader: TraceReader<Counting<File>>,
+    reader: TraceReader<Box<dyn std::io::Read + Send>>,
     next: Option<Event>,
 }
 
@@ -76,12 +76,15 @@ impl Run {
         let mut sources = Vec::new();
         let mut unreadable = Vec::new();
         for file in files {
-            let opened = File::open(&file).map_err(|e| TraceError {
-                path: file.clone(),
-                line: 0,
-                message: format!("cannot open: {e}"),
-            });
-            match opened.and_then(|f| TraceReader::new_parallel(&file, progress.wrap(f))) {
+            // Progress counts the bytes of the file as stored, compressed or not.
+            let opened = File::open(&file)
+                .and_then(|f| compressed::decompressed(progress.wrap(f)))
+                .map_err(|e| TraceError {
+                    path: file.clone(),
+                    line: 0,
+                    message: format!("cannot open: {e}"),
+                });
+            match opened.and_then(|f| TraceReader::new_parallel(&file, f)) {
                 Ok(reader) => {
                     processes.push(ProcessModel::new(file, reader.header().clone()));
                     sources.push(Source { reader, next: None });

@@ -3,13 +3,17 @@
 use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 /// Reads a snapshot file. Errors name the file and, for pickle errors, the byte offset and
 /// the opcode.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut data = Vec::new();
+    vramtrace_schema::reader::compressed::open(path)
+        .and_then(|mut input| input.read_to_end(&mut data))
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     parse_snapshot(&data).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -12,6 +12,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 mod background;
+pub mod compressed;
 mod lines;
 
 use background::Background;
@@ -82,10 +83,10 @@ enum Source<R> {
     Background(Background),
 }
 
-impl TraceReader<File> {
-    /// Opens a trace and reads its header.
+impl TraceReader<Box<dyn Read + Send>> {
+    /// Opens a trace (plain, gzip or zstd) and reads its header.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let file = File::open(path).map_err(|e| TraceError {
+        let file = compressed::open(path).map_err(|e| TraceError {
             path: path.to_path_buf(),
             line: 0,
             message: format!("cannot open: {e}"),

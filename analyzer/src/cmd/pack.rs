@@ -1,0 +1,49 @@
+//! `vramtrace pack -o FILE RUN...`: one compressed file of a run for a bug report.
+
+use crate::units;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct PackArgs {
+    /// The file to write (zstd-compressed tar; e.g. run.vtpack). Never overwritten.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Take out the command line, paths and host names (see the README for what changes).
+    #[arg(long)]
+    pub redact: bool,
+    /// Trace directories or files, snapshots, torch-*.json.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+pub fn pack(args: PackArgs) -> Result<i32, String> {
+    let packed = crate::pack::write(&args.output, &args.inputs, args.redact)?;
+    let size = std::fs::metadata(&args.output)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    eprintln!(
+        "vramtrace: {}: {}, {}, {} ({} read, {} written){}",
+        args.output.display(),
+        units::count(packed.traces as u64, "trace"),
+        units::count(packed.snapshots as u64, "snapshot"),
+        units::count(packed.torch_files as u64, "torch file"),
+        units::bytes(packed.bytes_in),
+        units::bytes(size),
+        if args.redact {
+            "; command lines, paths and host names taken out"
+        } else {
+            ""
+        }
+    );
+    if packed.left_out > 0 {
+        eprintln!(
+            "vramtrace: {} left out: --redact cannot yet take the paths out of a snapshot's frames",
+            units::count(packed.left_out as u64, "PyTorch snapshot")
+        );
+    }
+    eprintln!(
+        "vramtrace: every view reads it as it is: vramtrace summary {}",
+        args.output.display()
+    );
+    Ok(0)
+}

@@ -1,0 +1,213 @@
+//! One file for a bug report: a run's traces, PyTorch snapshots and `torch-*.json` in a
+//! zstd-compressed tar. Every view reads a pack as the directory it came from: it is
+//! unpacked into a private temporary directory, removed when vramtrace ends.
+
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use vramtrace_schema::reader::compressed;
+
+/// The most members a pack may hold: a run of 128 nodes x 8 GPUs with a snapshot each is
+/// about 2,000; a hostile pack of millions of empty members is refused.
+const MAX_MEMBERS: usize = 100_000;
+
+/// Directories unpacked for this process, removed by [`cleanup`].
+static UNPACKED: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
+
+/// What a pack holds, by kind.
+#[derive(Debug, Default)]
+pub struct Packed {
+    pub traces: usize,
+    pub snapshots: usize,
+    pub torch_files: usize,
+    /// Snapshots not packed because `--redact` cannot yet rewrite the paths inside them.
+    pub left_out: usize,
+    pub bytes_in: u64,
+}
+
+fn is_snapshot_name(name: &str) -> bool {
+    name.ends_with(".pickle") || name.ends_with(".pkl")
+}
+
+fn is_torch_json(name: &str) -> bool {
+    name.starts_with("torch-") && name.ends_with(".json")
+}
+
+fn is_trace_name(name: &str) -> bool {
+    name.ends_with(".jsonl")
+}
+
+/// The files of a run that go into a pack: those named, and in directories the traces,
+/// snapshots and `torch-*.json`; each with the name it gets in the pack.
+fn members(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input).map_err(|e| format!("{}: {e}", input.display()))?;
+        let files: Vec<PathBuf> = if meta.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(input)
+                .map_err(|e| format!("{}: cannot read directory: {e}", input.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            v.sort();
+            v
+        } else {
+            vec![input.clone()]
+        };
+        for file in files {
+            // Only regular files, never what a symlink or FIFO stands for.
+            if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let name = compressed::inner_name(&file)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if is_trace_name(&name) || is_snapshot_name(&name) || is_torch_json(&name) {
+                out.push((file, name));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("nothing to pack: no traces, snapshots or torch-*.json".into());
+    }
+    Ok(out)
+}
+
+/// Writes the pack of `inputs` to `out` (created 0600, never over an existing file).
+pub fn write(out: &Path, inputs: &[PathBuf], redact: bool) -> Result<Packed, String> {
+    let members = members(inputs)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(out)
+        .map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
+    let encoder = zstd::stream::write::Encoder::new(BufWriter::new(file), 3)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut tar = tar::Builder::new(encoder);
+    let mut packed = Packed::default();
+    let mut redactor = super::redact::Redactor::default();
+    if redact {
+        // Hosts first: their names are in the file names of members packed before them.
+        for (path, name) in &members {
+            if is_trace_name(name) {
+                if let Ok(r) = vramtrace_schema::reader::TraceReader::open(path) {
+                    redactor.host(&r.header().host);
+                }
+            }
+        }
+    }
+    for (path, name) in members {
+        if redact && is_snapshot_name(&name) {
+            packed.left_out += 1;
+            continue;
+        }
+        let mut content = Vec::new();
+        compressed::open(&path)
+            .and_then(|mut r| r.read_to_end(&mut content))
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        packed.bytes_in += content.len() as u64;
+        let mut name = name;
+        if redact {
+            content = if is_trace_name(&name) {
+                redactor.trace(&content)
+            } else {
+                redactor.json(&content)
+            };
+            name = redactor.file_name(&name);
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o600);
+        header.set_mtime(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut header, &name, content.as_slice())
+            .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+        match () {
+            _ if is_trace_name(&name) => packed.traces += 1,
+            _ if is_snapshot_name(&name) => packed.snapshots += 1,
+            _ => packed.torch_files += 1,
+        }
+    }
+    let encoder = tar
+        .into_inner()
+        .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    encoder
+        .finish()
+        .and_then(|mut w| w.flush())
+        .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    Ok(packed)
+}
+
+/// Whether `path` is a pack: a tar, plain or compressed (its first block says `ustar`).
+pub fn is_pack(path: &Path) -> bool {
+    if !path.is_file() {
+        return false;
+    }
+    let Ok(input) = compressed::open(path) else {
+        return false;
+    };
+    let mut first = [0u8; 512];
+    let mut reader = BufReader::new(input.take(512));
+    let mut got = 0;
+    while got < first.len() {
+        match reader.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(buf) => {
+                let n = buf.len().min(first.len() - got);
+                first[got..got + n].copy_from_slice(&buf[..n]);
+                reader.consume(n);
+                got += n;
+            }
+        }
+    }
+    got == 512 && &first[257..262] == b"ustar"
+}
+
+/// Unpacks `path` into a private temporary directory (0700) kept until [`cleanup`], and
+/// returns it. Members are plain files named without any directory part; anything else
+/// (links, devices, `../` names) is skipped.
+pub fn unpack(path: &Path) -> Result<PathBuf, String> {
+    let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
+    let dir = tempfile::Builder::new()
+        .prefix("vramtrace-pack-")
+        .tempdir()
+        .map_err(err)?;
+    let mut archive = tar::Archive::new(compressed::open(path).map_err(err)?);
+    let mut count = 0;
+    for entry in archive.entries().map_err(err)? {
+        let mut entry = entry.map_err(err)?;
+        count += 1;
+        if count > MAX_MEMBERS {
+            return Err(format!(
+                "{}: more than {MAX_MEMBERS} members: not a vramtrace pack",
+                path.display()
+            ));
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let name = entry.path().map_err(err)?.into_owned();
+        let Some(base) = name.file_name().filter(|b| Path::new(b) == name.as_path()) else {
+            continue;
+        };
+        let target = dir.path().join(base);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&target)
+            .map_err(err)?;
+        std::io::copy(&mut entry, &mut file).map_err(err)?;
+    }
+    let kept = dir.path().to_path_buf();
+    UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
+    Ok(kept)
+}
+
+/// Removes what [`unpack`] made (called before vramtrace exits).
+pub fn cleanup() {
+    UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}

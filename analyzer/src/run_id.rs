@@ -1,0 +1,147 @@
+//! Which run a trace belongs to, so that two runs written into one directory are never
+//! summed as if their processes had shared the card.
+//!
+//! `vramtrace run` gives its processes `VRAMTRACE_RUN_ID`: the launcher's job id where
+//! there is one (`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`, so that the nodes of one job stay
+//! one run), a fresh id otherwise. The interposer records it with the other listed
+//! variables. A trace written without `vramtrace run` falls back to those job ids.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use vramtrace_schema::{reader::TraceReader, Header};
+
+/// The launcher variables that name a job, in the order they are preferred.
+const JOB_VARS: &[&str] = &["TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"];
+
+static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
+
+/// Sets the run `--run` asked for (once, at start).
+pub fn choose(run: Option<String>) {
+    let _ = CHOSEN.set(run);
+}
+
+/// The run id recorded in a trace's header, if any.
+pub fn of_header(header: &Header) -> Option<&str> {
+    std::iter::once("VRAMTRACE_RUN_ID")
+        .chain(JOB_VARS.iter().copied())
+        .find_map(|k| header.env.get(k))
+        .map(String::as_str)
+        .filter(|id| !id.is_empty())
+}
+
+/// The id `vramtrace run` gives the processes it starts.
+pub fn for_new_run() -> String {
+    JOB_VARS
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| format!("{}-{}", local_stamp(), std::process::id()))
+}
+
+/// The local date and time, `20261202-143005`.
+pub fn local_stamp() -> String {
+    // SAFETY: time and localtime_r with valid pointers.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday,
+            tm.tm_hour,
+            tm.tm_min,
+            tm.tm_sec
+        )
+    }
+}
+
+/// One run found in a directory.
+struct Found {
+    id: Option<String>,
+    start_unix_ns: u64,
+    files: Vec<PathBuf>,
+}
+
+/// Groups `files` (the traces of directory `dir`) by run. One run: all of them. Several:
+/// the one `--run` chose, else the newest, saying so on stderr.
+pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
+    let mut runs: Vec<Found> = Vec::new();
+    for file in files {
+        // A file whose header cannot be read stays with the traces that have no id: the
+        // full read reports its error with its file and line.
+        let (id, start) = match TraceReader::open(&file) {
+            Ok(r) => (
+                of_header(r.header()).map(str::to_string),
+                r.header().start_unix_ns,
+            ),
+            Err(_) => (None, 0),
+        };
+        match runs.iter_mut().find(|r| r.id == id) {
+            Some(run) => {
+                run.start_unix_ns = run.start_unix_ns.min(start);
+                run.files.push(file);
+            }
+            None => runs.push(Found {
+                id,
+                start_unix_ns: start,
+                files: vec![file],
+            }),
+        }
+    }
+    let chosen = CHOSEN.get().cloned().flatten();
+    if let Some(want) = &chosen {
+        return match runs.into_iter().find(|r| r.id.as_deref() == Some(want)) {
+            Some(run) => Ok(run.files),
+            None => Err(format!("{}: no traces of run {want:?}", dir.display())),
+        };
+    }
+    if runs.len() <= 1 {
+        return Ok(runs.pop().map(|r| r.files).unwrap_or_default());
+    }
+    runs.sort_by_key(|r| r.start_unix_ns);
+    let list: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            format!(
+                "{} ({}, started {})",
+                r.id.as_deref().unwrap_or("[no run id]"),
+                crate::units::count(r.files.len() as u64, "process"),
+                crate::units::wall(r.start_unix_ns)
+            )
+        })
+        .collect();
+    let newest = runs.pop().expect("several runs");
+    eprintln!(
+        "vramtrace: {} holds {} runs: {}; showing the newest, {}. Choose one with --run ID",
+        dir.display(),
+        runs.len() + 1,
+        list.join(", "),
+        newest.id.as_deref().unwrap_or("[no run id]")
+    );
+    Ok(newest.files)
+}
+
+/// Warns when `dir` already holds traces of a run other than `id`.
+pub fn warn_if_other_run(dir: &Path, id: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let others = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| {
+            TraceReader::open(p)
+                .map(|r| of_header(r.header()) != Some(id))
+                .unwrap_or(true)
+        })
+        .count();
+    if others > 0 {
+        eprintln!(
+            "vramtrace: warning: {} already holds {} of another run; the views show one run at a time (the newest, or --run ID): use a new directory to keep runs apart",
+            dir.display(),
+            crate::units::count(others as u64, "trace"),
+        );
+    }
+}

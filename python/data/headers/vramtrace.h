@@ -1,0 +1,1 @@
+../../../interposer/include/vramtrace.h

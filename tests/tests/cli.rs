@@ -1,0 +1,249 @@
+//! `vramtrace run` as a newcomer types it: no `--` before the command, two runs into one
+//! directory, sizes written as Slurm and Docker write them, and a machine without a GPU.
+
+use std::process::Command;
+use std::time::Duration;
+use vramtrace_tests::harness::{clean_env, finish, run_within, vramtrace, workload, Outcome};
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// `vramtrace run --sim [vt_args] DEMO` into `dir`, with no `--` before the command.
+fn demo_into(dir: &std::path::Path, vt_args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(vramtrace());
+    clean_env(&mut cmd)
+        .args(["run", "--sim", "-o"])
+        .arg(dir)
+        .args(vt_args)
+        .arg(workload("demo"));
+    run_within(&mut cmd, LIMIT)
+}
+
+fn summary(dir: &std::path::Path, extra: &[&str]) -> (serde_json::Value, String) {
+    let out = Command::new(vramtrace())
+        .args(["summary", "--json"])
+        .args(extra)
+        .arg(dir)
+        .output()
+        .expect("vramtrace runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_slice(&out.stdout).expect("JSON"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn peak_of(summary: &serde_json::Value) -> u64 {
+    let devices = summary["devices"].as_array().expect("devices");
+    assert_eq!(devices.len(), 1, "{summary}");
+    devices[0]["peak_reserved_bytes"].as_u64().expect("peak")
+}
+
+fn truth_peak(run: &Outcome) -> u64 {
+    run.truth("demo")["peak_live_bytes"]["0"]
+        .as_u64()
+        .expect("the demo prints its peak")
+}
+
+#[test]
+fn run_takes_the_command_without_dashes_and_reads_g_as_gib() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo_into(dir.path(), &["--sim-capacity", "24G"]);
+    let run = finish(out, dir);
+    // The demo runs the card out of memory on purpose, and exits 1.
+    assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
+    let total = run.truth("demo")["meminfo"][0]["total"].as_u64().unwrap();
+    assert_eq!(
+        total,
+        24 << 30,
+        "24G is 24 GiB, as Slurm and Docker read it"
+    );
+    assert_eq!(peak_of(&run.summary()), truth_peak(&run));
+}
+
+#[test]
+fn two_runs_in_one_directory_are_never_summed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
+    let second = demo_into(dir.path(), &["--sim-capacity", "16GiB"]);
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("already holds 1 trace of another run"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let stdout_of = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let peak_in = |stdout: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+            .expect("a truth line");
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["peak_live_bytes"]["0"].as_u64().unwrap()
+    };
+    let (first_peak, second_peak) = (peak_in(&stdout_of(&first)), peak_in(&stdout_of(&second)));
+    assert_ne!(first_peak, second_peak, "the two runs must be told apart");
+
+    // The newest run, saying so.
+    let (newest, said) = summary(dir.path(), &[]);
+    assert_eq!(peak_of(&newest), second_peak);
+    assert!(
+        said.contains("holds 2 runs") && said.contains("--run"),
+        "{said}"
+    );
+
+    // The older one, chosen by its id (the one its trace header records).
+    let older_id = vramtrace_tests::harness::trace_paths(dir.path())
+        .iter()
+        .map(|p| vramtrace_tests::harness::Trace::read(p).unwrap())
+        .min_by_key(|t| t.header.start_unix_ns)
+        .and_then(|t| t.header.env.get("VRAMTRACE_RUN_ID").cloned())
+        .expect("the run id is in the header");
+    let (older, _) = summary(dir.path(), &["--run", &older_id]);
+    assert_eq!(peak_of(&older), first_peak);
+}
+
+#[test]
+fn a_run_without_a_gpu_says_why_and_names_sim() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(vramtrace());
+    clean_env(&mut cmd)
+        .args(["run", "-o"])
+        .arg(dir.path())
+        .arg("true");
+    let out = run_within(&mut cmd, LIMIT);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Whether this machine has a driver, asked of the loader's cache, not of vramtrace.
+    let ldconfig = Command::new("/sbin/ldconfig").arg("-p").output();
+    let has_driver =
+        ldconfig.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so.1"));
+    if has_driver {
+        assert!(stderr.contains("made no CUDA call"), "{stderr}");
+    } else {
+        assert!(
+            stderr.contains("no NVIDIA driver") && stderr.contains("--sim"),
+            "{stderr}"
+        );
+    }
+    assert!(!stderr.contains("see `vramtrace summary"), "{stderr}");
+}
+
+/// The demo run once, for the compression and pack tests: its directory and its peak as
+/// the workload counted it.
+fn demo_run() -> (tempfile::TempDir, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo_into(&dir.path().join("traces"), &["--sim-capacity", "24GiB"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+        .expect("a truth line");
+    let truth: serde_json::Value = serde_json::from_str(line).unwrap();
+    (dir, truth["peak_live_bytes"]["0"].as_u64().unwrap())
+}
+
+fn shell(script: &str, dir: &std::path::Path) {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn compressed_traces_read_as_they_are() {
+    let (dir, peak) = demo_run();
+    // Compressed by the ordinary tools, not by vramtrace.
+    shell(
+        "mkdir gz zst && for f in traces/*.jsonl; do b=$(basename $f); \
+         gzip -c $f > gz/$b.gz; zstd -q $f -o zst/$b.zst; done",
+        dir.path(),
+    );
+    for sub in ["gz", "zst"] {
+        let (s, _) = summary(&dir.path().join(sub), &[]);
+        assert_eq!(peak_of(&s), peak, "{sub}");
+        let file = std::fs::read_dir(dir.path().join(sub))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let (s, _) = summary(&file, &[]);
+        assert_eq!(peak_of(&s), peak, "{}", file.display());
+    }
+}
+
+#[test]
+fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
+    let (dir, peak) = demo_run();
+    let pack = |extra: &[&str], name: &str| {
+        let out = Command::new(vramtrace())
+            .arg("pack")
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join(name))
+            .arg(dir.path().join("traces"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    pack(&[], "run.vtpack");
+    pack(&["--redact"], "redacted.vtpack");
+    for name in ["run.vtpack", "redacted.vtpack"] {
+        let (s, _) = summary(&dir.path().join(name), &[]);
+        assert_eq!(peak_of(&s), peak, "{name}");
+    }
+    // Never over an existing file.
+    let again = Command::new(vramtrace())
+        .args(["pack", "-o"])
+        .arg(dir.path().join("run.vtpack"))
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+
+    // Unpacked by the ordinary tools: nothing of the host, the command line or the paths.
+    shell(
+        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
+        dir.path(),
+    );
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let host = host.trim();
+    let workload_path = workload("demo").display().to_string();
+    for entry in std::fs::read_dir(dir.path().join("out")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(&format!("-{host}-")), "{name}");
+        assert!(
+            !text.contains(&workload_path),
+            "the command's path in {name}"
+        );
+        assert!(
+            !text.contains(env!("CARGO_MANIFEST_DIR")),
+            "a source path in {name}"
+        );
+        let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_ne!(header["host"].as_str(), Some(host), "{name}");
+        assert_eq!(header["argv"].as_array().unwrap().len(), 1, "{name}");
+        for line in text.lines().filter(|l| l.starts_with("{\"frame\":")) {
+            let frame: serde_json::Value = serde_json::from_str(line).unwrap();
+            for key in ["module", "file"] {
+                let v = frame["frame"][key].as_str().unwrap_or_default();
+                assert!(!v.contains('/'), "{key} {v} in {name}");
+            }
+        }
+    }
+}
