@@ -50,6 +50,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &[],
     ),
+    // Optimised: a helper inlined into its caller (the later -O2 wins over CFLAGS' -O1).
+    (
+        "inlined",
+        "inlined.c",
+        "inlined",
+        Link::DynamicRuntime,
+        &["-O2"],
+    ),
     (
         "random_chains",
         "random_chains.c",
