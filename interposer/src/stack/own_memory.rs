@@ -52,6 +52,46 @@ impl OwnMemory {
         };
         n == buf.len() as isize
     }
+
+    /// The readable bytes just below `hi`, at most `max` of them, in one call: (their
+    /// start, the bytes). Read a page at a time downward, so that an unmapped page below
+    /// ends the range instead of failing the read.
+    pub fn read_below(&self, hi: u64, max: usize) -> (u64, Vec<u8>) {
+        const PAGE: u64 = 4096;
+        let start = hi.saturating_sub(max as u64);
+        let total = (hi - start) as usize;
+        let mut buf = vec![0u8; total];
+        let (mut local, mut remote) = (Vec::new(), Vec::new());
+        let mut end = hi;
+        while end > start && remote.len() < MAX_RANGES {
+            let from = ((end - 1) & !(PAGE - 1)).max(start);
+            let len = (end - from) as usize;
+            remote.push(libc::iovec {
+                iov_base: from as *mut c_void,
+                iov_len: len,
+            });
+            local.push(libc::iovec {
+                // SAFETY: from..end lies within start..hi, which buf covers.
+                iov_base: unsafe { buf.as_mut_ptr().add((from - start) as usize) }.cast(),
+                iov_len: len,
+            });
+            end = from;
+        }
+        // SAFETY: each local range lies in buf; the kernel checks the remote ranges, and
+        // stops at the first one that cannot be read whole.
+        let n = unsafe {
+            libc::process_vm_readv(
+                self.0,
+                local.as_ptr(),
+                local.len() as _,
+                remote.as_ptr(),
+                remote.len() as _,
+                0,
+            )
+        };
+        let n = n.max(0) as usize;
+        (hi - n as u64, buf.split_off(total - n))
+    }
 }
 
 #[cfg(test)]
@@ -71,5 +111,34 @@ mod tests {
         assert!(mem.read_each(&[b.as_ptr() as u64, a.as_ptr() as u64], &mut both));
         assert_eq!((&both[..16], &both[16..]), (&b[..], &a[..]));
         assert!(!mem.read_each(&[b.as_ptr() as u64, 8], &mut both));
+    }
+
+    #[test]
+    fn a_read_below_stops_at_the_first_unmapped_page() {
+        let mem = OwnMemory::now();
+        // Three pages, the first unmapped: a read of 3 pages below the end gets two.
+        // SAFETY: a fresh private mapping, unmapped at the end.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                3 * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            ) as *mut u8;
+            assert!(p as isize != -1);
+            std::ptr::write_bytes(p, 5, 3 * 4096);
+            *p.add(3 * 4096 - 1) = 9;
+            libc::munmap(p.cast(), 4096);
+            let hi = p as u64 + 3 * 4096;
+            let (lo, bytes) = mem.read_below(hi - 100, 3 * 4096);
+            assert_eq!(lo, p as u64 + 4096);
+            assert_eq!(bytes.len(), 2 * 4096 - 100);
+            assert!(bytes.iter().all(|&b| b == 5));
+            let (lo, bytes) = mem.read_below(hi, 10);
+            assert_eq!((lo, bytes.len(), bytes[9]), (hi - 10, 10, 9));
+            libc::munmap(p.add(4096).cast(), 2 * 4096);
+        }
     }
 }

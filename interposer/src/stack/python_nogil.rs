@@ -36,6 +36,8 @@ const MAX_STR: usize = 4096;
 const MAX_TABLE: usize = 1 << 16;
 /// Deepest Python stack read: past it the chain is taken for a loop.
 const MAX_FRAMES: usize = 4096;
+/// Bytes of a thread's data stack read at once (3.11 on).
+const WINDOW: usize = 16 << 10;
 
 /// A code object read before by this thread: its header's names, line table pointer and
 /// first line, which tell whether the object at that address is still the same one, and
@@ -45,7 +47,12 @@ struct Seen {
     first: i32,
     index: u32,
     table: Box<[u8]>,
+    /// The lines of the last few instruction offsets asked for: (offset, line).
+    lines: Vec<(i64, u32)>,
 }
+
+/// Instruction offsets whose lines a code object keeps.
+const LINES_KEPT: usize = 8;
 
 /// Code objects each thread keeps (the table is emptied when full).
 const MAX_SEEN: usize = 4096;
@@ -176,8 +183,14 @@ impl Reader {
             .max()
             .unwrap()
             + 8;
-        let mut buf = [0u8; 256];
-        let f = buf.get_mut(..size).ok_or("a frame larger than known")?;
+        // From 3.11 a thread's frames lie on its own data stack, each caller below its
+        // callee: one read of the bytes below a frame holds the frames of many callers.
+        let window = if l.instr_kind == Instr::Pointer {
+            WINDOW
+        } else {
+            size
+        };
+        let (mut lo, mut bytes) = (0u64, Vec::new());
         // (code object, byte offset of its instruction), innermost first.
         let mut frames: Vec<(u64, i64)> = Vec::new();
         let mut steps = 0;
@@ -186,9 +199,16 @@ impl Reader {
             if steps > MAX_FRAMES {
                 return Err("a frame chain with no end");
             }
-            if !mem.read(frame, f) {
-                return Err("a frame cannot be read");
+            let end = frame
+                .checked_add(size as u64)
+                .ok_or("a frame cannot be read")?;
+            if frame < lo || end > lo + bytes.len() as u64 {
+                (lo, bytes) = mem.read_below(end, window.max(size));
+                if frame < lo {
+                    return Err("a frame cannot be read");
+                }
             }
+            let f = &bytes[(frame - lo) as usize..(end - lo) as usize];
             let at = |off: usize| u64::from_le_bytes(f[off..off + 8].try_into().unwrap());
             let int = |off: usize| i32::from_le_bytes(f[off..off + 4].try_into().unwrap()) as i64;
             // Frames owned by the C stack or the interpreter are shims, not functions.
@@ -214,10 +234,20 @@ impl Reader {
         }
         for (&(code, offset), header) in frames.iter().zip(headers.chunks_exact(header)) {
             let known = self.code(mem, code, header, seen, name)?;
-            let line = u64::try_from(offset)
-                .ok()
-                .and_then(|o| layout::line_at(l.lines, &known.table, known.first, o))
-                .unwrap_or(0);
+            let line = match known.lines.iter().find(|(o, _)| *o == offset) {
+                Some(&(_, line)) => line,
+                None => {
+                    let line = u64::try_from(offset)
+                        .ok()
+                        .and_then(|o| layout::line_at(l.lines, &known.table, known.first, o))
+                        .unwrap_or(0);
+                    if known.lines.len() == LINES_KEPT {
+                        known.lines.remove(0);
+                    }
+                    known.lines.push((offset, line));
+                    line
+                }
+            };
             if !each(known.index, line) {
                 break;
             }
@@ -245,7 +275,7 @@ impl Reader {
         c: &[u8],
         seen: &'s mut HashMap<u64, Seen>,
         name: &mut dyn FnMut(String, String) -> u32,
-    ) -> Result<&'s Seen, &'static str> {
+    ) -> Result<&'s mut Seen, &'static str> {
         let l = &self.layout;
         let at = |off: usize| u64::from_le_bytes(c[off..off + 8].try_into().unwrap());
         if at(layout::OB_TYPE) != self.code_type {
@@ -254,7 +284,7 @@ impl Reader {
         let first = i32::from_le_bytes(c[l.firstlineno..l.firstlineno + 4].try_into().unwrap());
         let key = [at(l.filename), at(l.name), at(l.linetable), first as u64];
         if seen.get(&code).is_some_and(|s| s.key == key) {
-            return Ok(&seen[&code]);
+            return Ok(seen.get_mut(&code).unwrap());
         }
         let file = self.string(mem, key[0])?;
         let function = self.string(mem, key[1])?;
@@ -264,9 +294,9 @@ impl Reader {
             first,
             index: name(file, function),
             table: table.into(),
+            lines: Vec::new(),
         };
-        seen.insert(code, known);
-        Ok(&seen[&code])
+        Ok(seen.entry(code).insert_entry(known).into_mut())
     }
 
     fn string(&self, mem: &OwnMemory, obj: u64) -> Result<String, &'static str> {
