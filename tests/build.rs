@@ -298,6 +298,17 @@ fn main() {
         &d("libvt_fork_in_unload.so"),
         &wl.join("fork_in_unload_lib.c").display().to_string(),
     ]);
+    // python_ctypes.py's allocation on a thread that never ran Python.
+    gcc(&[
+        "-shared",
+        &inc_sim,
+        "-o",
+        &d("libvt_own_thread.so"),
+        &wl.join("own_thread_lib.c").display().to_string(),
+        &lib_dir,
+        "-l:libcudart.so.12",
+        "-lpthread",
+    ]);
     for name in ["a", "b"] {
         let lib = d(&format!("libvt_unload_{name}.so"));
         gcc(&[

@@ -222,7 +222,8 @@ fn stack_depth_limits_the_frames() {
 }
 
 /// Python frames for threads holding the GIL and for threads that released it (ctypes'
-/// CDLL calls, on the main thread and another), the same as the traceback module sees;
+/// CDLL calls, on the main thread and another), the same as the traceback module sees,
+/// and a frame that says why there are none on a thread that never ran Python;
 /// and cut 3 frames below the interpreter, a stack keeps its native frames down to the
 /// interpreter and then as many of the innermost Python frames as fit. With every CPython
 /// this machine has: the system's python3, and the releases pyenv installed.
@@ -285,6 +286,18 @@ fn python_frames_at_depth(py: &Path, depth: Option<usize>) -> usize {
             .find(|e| e.api.name() == "cudaMalloc" && e.size == size)
             .expect("the allocation");
         let stack = frames(&trace.stacks, e);
+        if r["own_thread"].as_bool() == Some(true) {
+            // A thread that never ran Python: its stack says why it has no Python frames.
+            let python: Vec<&Frame> = stack.iter().filter(|f| f.module == "<python>").collect();
+            if depth.is_none() {
+                assert_eq!(python.len(), 1, "{who}: {stack:?}");
+                assert_eq!(stack.last().unwrap().module, "<python>");
+                let says = python[0].function.as_deref().unwrap_or_default();
+                assert!(says.contains("no Python frames"), "{who}: {says}");
+            }
+            assert!(python.len() <= 1, "{who}: {stack:?}");
+            continue;
+        }
         let python: Vec<(String, u32, String)> = stack
             .iter()
             .filter(|f| f.module == "<python>")

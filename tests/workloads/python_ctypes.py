@@ -5,6 +5,8 @@ with, for each allocation, the Python frames innermost first as Python itself se
 
 PyDLL keeps the GIL during the foreign call, CDLL releases it: an allocation through
 CDLL is made by a thread that does not hold the GIL, whose Python frames are the same.
+One more allocation is made by a thread a C library starts, which never runs Python:
+its record has "own_thread": true and no frames.
 """
 import ctypes
 import json
@@ -15,6 +17,7 @@ import traceback
 
 runtime = ctypes.PyDLL("libcudart.so.12")
 runtime_nogil = ctypes.CDLL("libcudart.so.12")
+own_thread = ctypes.CDLL("libvt_own_thread.so")
 records = []
 live = []
 calls = {}
@@ -65,6 +68,15 @@ def load_batch():
     allocate_without_gil(4 << 20)
 
 
+def allocate_on_own_thread(size):
+    pointer = ctypes.c_void_p()
+    err = own_thread.own_thread_alloc(ctypes.byref(pointer), ctypes.c_size_t(size))
+    assert err == 0, err
+    records.append({"size": size, "gil": False, "own_thread": True, "frames": []})
+    count("cudaMalloc", "alloc", size)
+    live.append(pointer)
+
+
 def main():
     if runtime.cudaSetDevice(0) != 0:
         sys.exit(2)
@@ -73,6 +85,7 @@ def main():
     loader = threading.Thread(target=load_batch)
     loader.start()
     loader.join()
+    allocate_on_own_thread(5 << 20)
     peak = sum(r["size"] for r in records)
     for pointer in live:
         assert runtime.cudaFree(pointer) == 0
@@ -90,7 +103,7 @@ def main():
         "peak_live_bytes_upper": {"0": peak},
         "live_bytes_at_end": {"0": 0},
         "meminfo": [],
-        "threads": 2,
+        "threads": 3,
     }
     print("VRAMTRACE_TRUTH " + json.dumps(truth))
     sys.stdout.flush()
