@@ -77,6 +77,12 @@ impl Reader {
     /// (`find`); `None`, with the warning, when its layout is not known.
     pub fn new(version: &str, find: impl Fn(&std::ffi::CStr) -> Option<usize>) -> Option<Reader> {
         let minor = parse_minor(version)?;
+        // A sandbox (seccomp) may refuse process_vm_readv even on the process itself.
+        let probe = [1u8; 8];
+        if OwnMemory::now().word(probe.as_ptr() as u64) != Some(u64::from_le_bytes(probe)) {
+            give_up("process_vm_readv is not permitted here", minor);
+            return None;
+        }
         let layout = match minor {
             9..=12 => layout::fixed(minor),
             13 | 14 => {
