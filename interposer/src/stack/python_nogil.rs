@@ -54,11 +54,29 @@ struct Seen {
 /// Instruction offsets whose lines a code object keeps.
 const LINES_KEPT: usize = 8;
 
-/// Code objects each thread keeps (the table is emptied when full).
+/// The code objects one thread read, by address.
+#[derive(Default)]
+struct SeenCodes {
+    by_address: HashMap<u64, Seen>,
+    /// Bytes of line tables kept.
+    bytes: usize,
+}
+
+/// Code objects, and bytes of their line tables, a thread keeps: past either, its table
+/// is emptied.
 const MAX_SEEN: usize = 4096;
+const MAX_SEEN_BYTES: usize = 4 << 20;
+
+impl SeenCodes {
+    fn make_room(&mut self) {
+        if self.by_address.len() >= MAX_SEEN || self.bytes >= MAX_SEEN_BYTES {
+            *self = SeenCodes::default();
+        }
+    }
+}
 
 thread_local! {
-    static SEEN: RefCell<HashMap<u64, Seen>> = RefCell::new(HashMap::new());
+    static SEEN: RefCell<SeenCodes> = RefCell::new(SeenCodes::default());
 }
 
 fn give_up(why: &str, minor: u32) {
@@ -155,20 +173,18 @@ impl Reader {
         // A thread's frames are its own: they cannot change while it runs this code, so
         // a read that fails or a field that makes no sense means the layout is wrong.
         let walked = SEEN.try_with(|seen| {
-            let mut seen = seen.try_borrow_mut().map_err(|_| "busy")?;
-            if seen.len() >= MAX_SEEN {
-                seen.clear();
-            }
-            self.walk(&mem, frame, limit, &mut seen, name, each)
+            let mut seen = seen.try_borrow_mut().ok()?;
+            seen.make_room();
+            Some(self.walk(&mem, frame, limit, &mut seen, name, each))
         });
         match walked {
-            Ok(Ok(())) => Some(()),
-            Ok(Err(why)) => {
+            Ok(Some(Ok(()))) => Some(()),
+            Ok(Some(Err(why))) => {
                 give_up(why, l.minor);
                 None
             }
-            // Thread teardown: this thread's table is gone.
-            Err(_) => None,
+            // Thread teardown (this thread's table is gone), or a walk already under way.
+            _ => None,
         }
     }
 
@@ -179,7 +195,7 @@ impl Reader {
         mem: &OwnMemory,
         mut frame: u64,
         limit: usize,
-        seen: &mut HashMap<u64, Seen>,
+        seen: &mut SeenCodes,
         name: &mut dyn FnMut(String, String) -> u32,
         each: &mut dyn FnMut(u32, u32) -> bool,
     ) -> Result<(), &'static str> {
@@ -279,7 +295,7 @@ impl Reader {
         mem: &OwnMemory,
         code: u64,
         c: &[u8],
-        seen: &'s mut HashMap<u64, Seen>,
+        seen: &'s mut SeenCodes,
         name: &mut dyn FnMut(String, String) -> u32,
     ) -> Result<&'s mut Seen, &'static str> {
         let l = &self.layout;
@@ -289,8 +305,8 @@ impl Reader {
         }
         let first = i32::from_le_bytes(c[l.firstlineno..l.firstlineno + 4].try_into().unwrap());
         let key = [at(l.filename), at(l.name), at(l.linetable), first as u64];
-        if seen.get(&code).is_some_and(|s| s.key == key) {
-            return Ok(seen.get_mut(&code).unwrap());
+        if seen.by_address.get(&code).is_some_and(|s| s.key == key) {
+            return Ok(seen.by_address.get_mut(&code).unwrap());
         }
         let file = self.string(mem, key[0])?;
         let function = self.string(mem, key[1])?;
@@ -302,7 +318,8 @@ impl Reader {
             table: table.into(),
             lines: Vec::new(),
         };
-        Ok(seen.entry(code).insert_entry(known).into_mut())
+        seen.bytes += known.table.len();
+        Ok(seen.by_address.entry(code).insert_entry(known).into_mut())
     }
 
     fn string(&self, mem: &OwnMemory, obj: u64) -> Result<String, &'static str> {
