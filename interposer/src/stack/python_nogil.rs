@@ -248,13 +248,21 @@ impl Reader {
             }
             frame = at(l.previous);
         }
-        let header = self.code_header();
-        let mut headers = vec![0u8; header * frames.len()];
-        let codes: Vec<u64> = frames.iter().map(|f| f.0).collect();
+        // Each code object once (recursion, loops over one function), in the order met.
+        let mut codes: Vec<u64> = Vec::new();
+        for &(code, _) in &frames {
+            if !codes.contains(&code) {
+                codes.push(code);
+            }
+        }
+        let size = self.code_header();
+        let mut headers = vec![0u8; size * codes.len()];
         if codes.contains(&0) || !mem.read_each(&codes, &mut headers) {
             return Err("a code object cannot be read");
         }
-        for (&(code, offset), header) in frames.iter().zip(headers.chunks_exact(header)) {
+        for &(code, offset) in &frames {
+            let i = codes.iter().position(|&c| c == code).unwrap();
+            let header = &headers[i * size..(i + 1) * size];
             let known = self.code(mem, code, header, seen, name)?;
             let line = match known.lines.iter().find(|(o, _)| *o == offset) {
                 Some(&(_, line)) => line,
