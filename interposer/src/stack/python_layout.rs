@@ -128,54 +128,30 @@ pub fn fixed(minor: u32) -> Option<Layout> {
     })
 }
 
-/// `_Py_DebugOffsets` (3.13, 3.14): the offsets of the fields used, as u64 words at these
-/// indexes of the struct after its cookie, version and free-threading flag, which
-/// differ between the two by the fields each release added.
-struct DebugIndexes {
-    thread_current_frame: usize,
-    frame_size: usize,
-    frame_previous: usize,
-    frame_executable: usize,
-    frame_instr_ptr: usize,
-    frame_owner: usize,
-    code_filename: usize,
-    code_name: usize,
-    code_linetable: usize,
-    code_firstlineno: usize,
-    code_adaptive: usize,
-    object_size: usize,
-    object_type: usize,
+/// Where the sections used begin in `_Py_DebugOffsets` (3.13, 3.14), in u64 words. Each
+/// section is a size and then offsets, and releases add fields to sections (3.14 to the
+/// interpreter's and the frame's), so the sections are found by what every release has
+/// in them, not by counting: the thread state's `prev`, `next` and `interp` at 0, 8 and
+/// 16; the frame's `previous` at 8 after its code at 0; the object header's size 16 and
+/// type at 8, right after the code object's 10 words. Within a section, the fields used
+/// have kept their places.
+struct Sections {
+    thread: usize,
+    frame: usize,
+    code: usize,
 }
 
-fn debug_indexes(minor: u32) -> Option<DebugIndexes> {
-    // Words from the struct's start: cookie (1), version (2), free_threaded (3), then
-    // runtime_state (3 words), interpreter_state (13 words in 3.13; 3.14 adds
-    // threads_main), thread_state (9), interpreter_frame (6; 3.14 adds stackpointer),
-    // code_object (10), pyobject (2).
-    let interp_words = match minor {
-        13 => 13,
-        14 => 14,
-        _ => return None,
-    };
-    let frame_words = if minor == 13 { 6 } else { 7 };
-    let thread = 3 + 3 + interp_words;
-    let frame = thread + 9;
-    let code = frame + frame_words;
-    let object = code + 10;
-    Some(DebugIndexes {
-        thread_current_frame: thread + 4,
-        frame_size: frame,
-        frame_previous: frame + 1,
-        frame_executable: frame + 2,
-        frame_instr_ptr: frame + 3,
-        frame_owner: frame + 5,
-        code_filename: code + 1,
-        code_name: code + 2,
-        code_linetable: code + 4,
-        code_firstlineno: code + 5,
-        code_adaptive: code + 9,
-        object_size: object,
-        object_type: object + 1,
+fn sections(words: &[u64; DEBUG_WORDS]) -> Option<Sections> {
+    let thread = (3..DEBUG_WORDS - 5)
+        .find(|&i| (64..1 << 16).contains(&words[i]) && words[i + 1..i + 4] == [0, 8, 16])?;
+    let frame = (thread + 5..DEBUG_WORDS - 6)
+        .find(|&i| (32..=512).contains(&words[i]) && words[i + 1..i + 3] == [8, 0])?;
+    let object = (frame + 6..DEBUG_WORDS - 1).find(|&i| words[i..i + 2] == [16, OB_TYPE as u64])?;
+    let code = object.checked_sub(10).filter(|&c| c >= frame + 6)?;
+    Some(Sections {
+        thread,
+        frame,
+        code,
     })
 }
 
@@ -195,13 +171,8 @@ pub fn from_debug_offsets(minor: u32, words: &[u64; DEBUG_WORDS]) -> Result<Layo
     if words[2] != 0 {
         return Err("a free-threaded build".into());
     }
-    let ix = debug_indexes(minor).ok_or("an unknown _Py_DebugOffsets")?;
-    // The object header's size and type offset are the same in every build with the GIL:
-    // they show the indexes are right.
-    if (words[ix.object_size], words[ix.object_type]) != (16, OB_TYPE as u64) {
-        return Err("_Py_DebugOffsets laid out otherwise than known".into());
-    }
-    let frame_size = words[ix.frame_size];
+    let at = sections(words).ok_or("_Py_DebugOffsets laid out otherwise than known")?;
+    let frame_size = words[at.frame];
     let field = |i: usize, within: u64| -> Result<usize, String> {
         let v = words[i];
         if v >= within {
@@ -209,21 +180,20 @@ pub fn from_debug_offsets(minor: u32, words: &[u64; DEBUG_WORDS]) -> Result<Layo
         }
         Ok(v as usize)
     };
-    const OBJECT_LIMIT: u64 = 4096;
     Ok(Layout {
         minor,
-        current_frame: (field(ix.thread_current_frame, OBJECT_LIMIT)?, None),
-        previous: field(ix.frame_previous, frame_size)?,
-        code: field(ix.frame_executable, frame_size)?,
-        instr: field(ix.frame_instr_ptr, frame_size)?,
+        current_frame: (field(at.thread + 4, words[at.thread])?, None),
+        previous: field(at.frame + 1, frame_size)?,
+        code: field(at.frame + 2, frame_size)?,
+        instr: field(at.frame + 3, frame_size)?,
         instr_kind: Instr::Pointer,
-        owner: Some((field(ix.frame_owner, frame_size)?, 3)),
+        owner: Some((field(at.frame + 5, frame_size)?, 3)),
         tagged_code: minor >= 14,
-        firstlineno: field(ix.code_firstlineno, OBJECT_LIMIT)?,
-        filename: field(ix.code_filename, OBJECT_LIMIT)?,
-        name: field(ix.code_name, OBJECT_LIMIT)?,
-        linetable: field(ix.code_linetable, OBJECT_LIMIT)?,
-        code_adaptive: field(ix.code_adaptive, OBJECT_LIMIT)?,
+        firstlineno: field(at.code + 5, words[at.code])?,
+        filename: field(at.code + 1, words[at.code])?,
+        name: field(at.code + 2, words[at.code])?,
+        linetable: field(at.code + 4, words[at.code])?,
+        code_adaptive: field(at.code + 9, words[at.code] + 1)?,
         lines: Lines::Locations,
         ascii_size: 40,
         compact_extra: 16,
@@ -392,34 +362,65 @@ mod tests {
         );
     }
 
+    /// `_Py_DebugOffsets` as 3.13.0 fills it (the offsets this machine's 3.13 headers
+    /// give), with `extra` more words in the interpreter and thread sections, as later
+    /// releases add.
+    fn debug_offsets(extra: usize) -> [u64; DEBUG_WORDS] {
+        let mut w = vec![u64::from_le_bytes(*b"xdebugpy"), 0x030d_00f0, 0];
+        w.extend([100_000, 16, 24]); // runtime state
+        w.extend([8000, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 11, 12]); // interpreter state
+        w.extend(std::iter::repeat_n(40, extra));
+        w.extend([320, 0, 8, 16, 72, 150, 158, 166, 174]); // thread state
+        w.extend(std::iter::repeat_n(40, extra));
+        w.extend([80, 8, 0, 56, 72, 70]); // interpreter frame
+        w.extend([208, 112, 120, 128, 136, 68, 36, 96, 104, 200]); // code object
+        w.extend([16, 8, 416, 24, 88, 168]); // object, type
+        w.resize(DEBUG_WORDS, 0);
+        w.try_into().unwrap()
+    }
+
+    #[test]
+    fn debug_offsets_give_the_layout_wherever_sections_grew() {
+        for extra in [0, 1, 3] {
+            let l = from_debug_offsets(13, &debug_offsets(extra)).unwrap();
+            assert_eq!(
+                (l.current_frame, l.previous, l.code, l.instr, l.owner),
+                ((72, None), 8, 0, 56, Some((70, 3))),
+                "{extra} more words"
+            );
+            assert_eq!(
+                (
+                    l.filename,
+                    l.name,
+                    l.linetable,
+                    l.firstlineno,
+                    l.code_adaptive
+                ),
+                (112, 120, 136, 68, 200)
+            );
+        }
+    }
+
     #[test]
     fn debug_offsets_are_refused_unless_they_make_sense() {
-        let mut words = [0u64; DEBUG_WORDS];
-        assert!(from_debug_offsets(13, &words).is_err());
-        words[0] = u64::from_le_bytes(*b"xdebugpy");
-        words[1] = 0x030d_00f0;
-        let ix = debug_indexes(13).unwrap();
-        assert!(from_debug_offsets(13, &words).is_err(), "no object header");
-        words[ix.object_size] = 16;
-        words[ix.object_type] = 8;
-        words[ix.frame_size] = 80;
-        words[ix.frame_previous] = 8;
-        words[ix.frame_owner] = 70;
-        words[ix.frame_instr_ptr] = 56;
-        words[ix.thread_current_frame] = 72;
-        let l = from_debug_offsets(13, &words).unwrap();
-        assert_eq!(
-            (l.current_frame, l.previous, l.owner),
-            ((72, None), 8, Some((70, 3)))
-        );
-        words[ix.frame_owner] = 800;
-        assert!(
-            from_debug_offsets(13, &words).is_err(),
-            "owner past the frame"
-        );
-        words[ix.frame_owner] = 70;
-        words[2] = 1;
-        assert!(from_debug_offsets(13, &words).is_err(), "free-threaded");
-        assert!(from_debug_offsets(14, &words).is_err(), "another version");
+        let good = debug_offsets(0);
+        assert!(from_debug_offsets(13, &good).is_ok());
+        assert!(from_debug_offsets(14, &good).is_err(), "another version");
+        let mut w = good;
+        w[0] = 0;
+        assert!(from_debug_offsets(13, &w).is_err(), "no cookie");
+        let mut w = good;
+        w[2] = 1;
+        assert!(from_debug_offsets(13, &w).is_err(), "free-threaded");
+        // The frame's owner past the frame's size.
+        let mut w = good;
+        let owner = w.iter().position(|&v| v == 70).unwrap();
+        w[owner] = 800;
+        assert!(from_debug_offsets(13, &w).is_err(), "owner past the frame");
+        // No object header where the code object's section ends.
+        let mut w = good;
+        let object = w.windows(2).position(|p| p == [16, 8]).unwrap();
+        w[object] = 24;
+        assert!(from_debug_offsets(13, &w).is_err(), "object header");
     }
 }
