@@ -188,8 +188,8 @@ impl Reader {
         }
     }
 
-    /// Reads the frames (one call each: each points at the next), then every frame's code
-    /// object header in one call.
+    /// Reads the frames, each pointing at its caller (from 3.11 many in one call, from the
+    /// data stack below the innermost), then their code objects' headers in one call.
     fn walk(
         &self,
         mem: &OwnMemory,
