@@ -79,6 +79,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &[],
     ),
+    // Optimised: a helper inlined into its caller (the later -O2 wins over CFLAGS' -O1).
+    (
+        "inlined",
+        "inlined.c",
+        "inlined",
+        Link::DynamicRuntime,
+        &["-O2"],
+    ),
     (
         "random_chains",
         "random_chains.c",
@@ -374,6 +382,17 @@ fn main() {
         "-o",
         &d("libvt_fork_in_unload.so"),
         &wl.join("fork_in_unload_lib.c").display().to_string(),
+    ]);
+    // python_ctypes.py's allocation on a thread that never ran Python.
+    gcc(&[
+        "-shared",
+        &inc_sim,
+        "-o",
+        &d("libvt_own_thread.so"),
+        &wl.join("own_thread_lib.c").display().to_string(),
+        &lib_dir,
+        "-l:libcudart.so.12",
+        "-lpthread",
     ]);
     for name in ["a", "b"] {
         let lib = d(&format!("libvt_unload_{name}.so"));

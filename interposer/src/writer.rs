@@ -427,6 +427,7 @@ fn write_node(text: &mut Vec<u8>, symbols: &mut Symbolizer, node: &NewNode, curr
             function: f.function,
             file: f.file,
             line: f.line,
+            inlined: f.inlined,
         };
         let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
         text.push(b'\n');

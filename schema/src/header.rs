@@ -56,7 +56,7 @@ pub struct Settings {
     /// `VRAMTRACE_STACK_DEPTH`: return addresses recorded per event (0: stacks off).
     #[serde(default)]
     pub stack_depth: u32,
-    /// `VRAMTRACE_PYTHON`: Python frames recorded for threads holding the GIL.
+    /// `VRAMTRACE_PYTHON`: Python frames recorded (threads with or without the GIL).
     #[serde(default)]
     pub python: bool,
 }

@@ -16,5 +16,5 @@ mod write;
 pub use api::{Api, Kind, Op};
 pub use event::{End, Event};
 pub use header::{Header, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
-pub use stacks::{Frame, Node, StackTable};
+pub use stacks::{Call, Frame, Inlined, Node, StackTable};
 pub use write::{JsonBuf, JsonOut};

@@ -20,6 +20,33 @@ pub struct Frame {
     pub file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// Calls the compiler inlined at this address, innermost first: each was made from the
+    /// next one, the last from `function` (whose `file`/`line` is then that call's site).
+    /// They have no frame of their own at run time; the debug information keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<Inlined>,
+}
+
+/// A function inlined at a frame's address, and the line it was at.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inlined {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// One call of a stack: a frame's own function, or a function inlined into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call<'a> {
+    pub frame: &'a Frame,
+    pub function: Option<&'a str>,
+    pub file: Option<&'a str>,
+    pub line: Option<u32>,
+    /// Inlined into the next call outward: no frame of its own at run time.
+    pub inlined: bool,
 }
 
 /// `{"node":{"id":N,"parent":P,"ip":X}}`: the stack `parent` with frame `ip` called from it
@@ -80,19 +107,58 @@ impl StackTable {
             .filter_map(|ip| self.frame(ip))
             .collect()
     }
+
+    /// The calls of `stack`, innermost first: each frame's inlined calls, then its own.
+    pub fn calls(&self, stack: u64) -> Vec<Call<'_>> {
+        self.frames(stack)
+            .into_iter()
+            .flat_map(Frame::calls)
+            .collect()
+    }
 }
 
 impl Frame {
-    /// `function (file:line)`, or `module+0xoffset` without symbols.
+    /// The calls this frame stands for, innermost first: the inlined ones, then its own.
+    pub fn calls(&self) -> impl Iterator<Item = Call<'_>> {
+        let inlined = self.inlined.iter().map(move |i| Call {
+            frame: self,
+            function: i.function.as_deref(),
+            file: i.file.as_deref(),
+            line: i.line,
+            inlined: true,
+        });
+        inlined.chain(std::iter::once(Call {
+            frame: self,
+            function: self.function.as_deref(),
+            file: self.file.as_deref(),
+            line: self.line,
+            inlined: false,
+        }))
+    }
+}
+
+impl Call<'_> {
+    /// `function (file:line)`, or `module+0xoffset` without symbols; ` [inlined]` after
+    /// a call the compiler inlined.
     pub fn describe(&self) -> String {
-        let module = self.module.rsplit('/').next().unwrap_or(&self.module);
-        match (&self.function, &self.file, self.line) {
+        let module = self
+            .frame
+            .module
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.frame.module);
+        let text = match (self.function, self.file, self.line) {
             (Some(f), Some(file), Some(line)) => {
                 let file = file.rsplit('/').next().unwrap_or(file);
                 format!("{f} ({file}:{line})")
             }
             (Some(f), _, _) => format!("{f} ({module})"),
-            _ => format!("{module}+{:#x}", self.offset),
+            _ => format!("{module}+{:#x}", self.frame.offset),
+        };
+        if self.inlined {
+            text + " [inlined]"
+        } else {
+            text
         }
     }
 }
@@ -122,6 +188,36 @@ mod tests {
         assert_eq!(t.ips(3), vec![30, 20, 10]);
         assert_eq!(t.ips(0), Vec::<u64>::new());
         assert_eq!(t.ips(99), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_frame_expands_into_its_inlined_calls_innermost_first() {
+        let with: Frame = serde_json::from_str(
+            r#"{"ip":7,"module":"/a","offset":6,"function":"outer","file":"a.c","line":9,
+                "inlined":[{"function":"inner","file":"b.h","line":3},{"function":"mid"}]}"#,
+        )
+        .unwrap();
+        let calls: Vec<(Option<&str>, Option<u32>, bool)> = with
+            .calls()
+            .map(|c| (c.function, c.line, c.inlined))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (Some("inner"), Some(3), true),
+                (Some("mid"), None, true),
+                (Some("outer"), Some(9), false)
+            ]
+        );
+        assert_eq!(
+            with.calls().next().unwrap().describe(),
+            "inner (b.h:3) [inlined]"
+        );
+        // A frame written before inlined calls were recorded is one call.
+        let without: Frame =
+            serde_json::from_str(r#"{"ip":7,"module":"/a","offset":6,"function":"f"}"#).unwrap();
+        assert_eq!(without.calls().count(), 1);
+        assert!(!serde_json::to_string(&without).unwrap().contains("inlined"));
     }
 
     #[test]

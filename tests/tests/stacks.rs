@@ -1,8 +1,9 @@
 //! Call stacks: each allocation's stack names the functions that made it, in order, from
 //! the trace file alone; identical stacks are written once; Python frames appear for
-//! threads holding the GIL.
+//! threads holding the GIL and for threads that released it.
 
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use vramtrace_schema::{Event, Frame, StackTable};
 use vramtrace_tests::harness::{
     check, python, run_sim, run_sim_command, same, script, Outcome, Trace,
@@ -220,19 +221,47 @@ fn stack_depth_limits_the_frames() {
     assert_eq!(names, ["chain_leaf", "chain_recurse", "chain_recurse"]);
 }
 
-/// Python frames for a thread holding the GIL, native frames only without it; and cut 3
-/// frames below the interpreter, a stack keeps its native frames down to the interpreter
-/// and then as many of the innermost Python frames as fit.
+/// Python frames for threads holding the GIL and for threads that released it (ctypes'
+/// CDLL calls, on the main thread and another), the same as the traceback module sees,
+/// and a frame that says why there are none on a thread that never ran Python;
+/// and cut 3 frames below the interpreter, a stack keeps its native frames down to the
+/// interpreter and then as many of the innermost Python frames as fit. With every CPython
+/// this machine has: the system's python3, and the releases pyenv installed.
 #[test]
-fn python_frames_for_a_thread_holding_the_gil_and_native_frames_without_it() {
-    let native = python_frames_at_depth(None);
-    python_frames_at_depth(Some(native + 3));
+fn python_frames_with_and_without_the_gil() {
+    for py in pythons() {
+        let native = python_frames_at_depth(&py, None);
+        python_frames_at_depth(&py, Some(native + 3));
+        eprintln!("Python frames checked with {}", py.display());
+    }
+}
+
+/// The system's python3, then every CPython 3.9 or newer that pyenv installed.
+fn pythons() -> Vec<PathBuf> {
+    let mut found = vec![python()];
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    let Some(versions) = root.and_then(|r| std::fs::read_dir(r.join("versions")).ok()) else {
+        return found;
+    };
+    let mut installed: Vec<(u32, PathBuf)> = versions
+        .filter_map(|v| {
+            let v = v.ok()?.path();
+            let name = v.file_name()?.to_str()?.to_string();
+            let minor: u32 = name.strip_prefix("3.")?.split('.').next()?.parse().ok()?;
+            let exe = v.join("bin/python3");
+            (minor >= 9 && exe.exists()).then_some((minor, exe))
+        })
+        .collect();
+    installed.sort();
+    found.extend(installed.into_iter().map(|(_, exe)| exe));
+    found
 }
 
 /// Checks each allocation's Python frames; returns the most native frames that came
 /// before them.
-fn python_frames_at_depth(depth: Option<usize>) -> usize {
-    let py = python();
+fn python_frames_at_depth(py: &Path, depth: Option<usize>) -> usize {
     let file = script("python_ctypes.py");
     let depth_arg = depth.map(|d| d.to_string()).unwrap_or_default();
     let vt_args: &[&str] = match depth {
@@ -240,12 +269,15 @@ fn python_frames_at_depth(depth: Option<usize>) -> usize {
         None => &[],
     };
     let run = run_sim_command(&[py.as_os_str(), file.as_os_str()], vt_args, &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
+    let who = py.display();
+    assert!(run.output.status.success(), "{who}: {}", run.stderr());
+    assert!(!run.stderr().contains("warning"), "{who}: {}", run.stderr());
     let truth = run.truth("python-ctypes");
     check(&run, truth, same);
     let trace = run.trace_for(truth);
     let records = run.printed("VRAMTRACE_PYFRAMES ");
     let mut most_native = 0;
+    let mut without_gil = 0;
     for r in records.as_array().unwrap() {
         let size = r["size"].as_u64().unwrap();
         let e = trace
@@ -254,67 +286,64 @@ fn python_frames_at_depth(depth: Option<usize>) -> usize {
             .find(|e| e.api.name() == "cudaMalloc" && e.size == size)
             .expect("the allocation");
         let stack = frames(&trace.stacks, e);
+        if r["own_thread"].as_bool() == Some(true) {
+            // A thread that never ran Python: its stack says why it has no Python frames.
+            let python: Vec<&Frame> = stack.iter().filter(|f| f.module == "<python>").collect();
+            if depth.is_none() {
+                assert_eq!(python.len(), 1, "{who}: {stack:?}");
+                assert_eq!(stack.last().unwrap().module, "<python>");
+                let says = python[0].function.as_deref().unwrap_or_default();
+                assert!(says.contains("no Python frames"), "{who}: {says}");
+            }
+            assert!(python.len() <= 1, "{who}: {stack:?}");
+            continue;
+        }
         let python: Vec<(String, u32, String)> = stack
             .iter()
-            .filter(|f| f.module == "<python>" && f.line.is_some())
+            .filter(|f| f.module == "<python>")
             .map(|f| {
                 (
                     f.file.clone().unwrap_or_default(),
-                    f.line.unwrap(),
+                    f.line.unwrap_or(0),
                     f.function.clone().unwrap_or_default(),
                 )
             })
             .collect();
-        if r["gil"].as_bool().unwrap() {
-            let expected: Vec<(String, u32, String)> = r["frames"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| {
-                    (
-                        f[0].as_str().unwrap().to_string(),
-                        f[1].as_u64().unwrap() as u32,
-                        f[2].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect();
-            let native = stack
-                .iter()
-                .position(|f| f.module == "<python>")
-                .expect("some Python frames");
-            most_native = most_native.max(native);
-            let expected = match depth {
-                Some(d) => {
-                    assert_eq!(stack.len(), d, "a full stack: {stack:?}");
-                    &expected[..(d - native).min(expected.len())]
-                }
-                None => &expected[..],
-            };
-            assert_eq!(
-                python, expected,
-                "Python frames of the {size}-byte allocation"
-            );
-            // Native frames of the call into the runtime come first, above Python.
-            assert!(stack[0].module != "<python>");
-        } else {
-            assert!(
-                python.is_empty(),
-                "no Python frames without the GIL: {stack:?}"
-            );
-            if depth.is_some() {
-                continue;
+        let expected: Vec<(String, u32, String)> = r["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f[0].as_str().unwrap().to_string(),
+                    f[1].as_u64().unwrap() as u32,
+                    f[2].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert!(expected.len() >= 4, "{who}: the script's own stack");
+        let native = stack
+            .iter()
+            .position(|f| f.module == "<python>")
+            .unwrap_or_else(|| panic!("{who}: Python frames for {size} bytes: {stack:?}"));
+        most_native = most_native.max(native);
+        let expected = match depth {
+            Some(d) => {
+                assert_eq!(stack.len(), d, "{who}: a full stack: {stack:?}");
+                &expected[..(d - native).min(expected.len())]
             }
-            let last = stack.last().expect("a stack");
-            assert_eq!(last.module, "<python>");
-            assert!(
-                last.function
-                    .as_deref()
-                    .unwrap_or_default()
-                    .contains("without the GIL"),
-                "{last:?}"
-            );
-        }
+            None => &expected[..],
+        };
+        let gil = r["gil"].as_bool().unwrap();
+        without_gil += usize::from(!gil);
+        assert_eq!(
+            python, expected,
+            "{who}: Python frames of the {size}-byte allocation (GIL held: {gil})"
+        );
+        // Native frames of the call into the runtime come first, above Python.
+        assert!(stack[0].module != "<python>");
     }
+    assert_eq!(without_gil, 2, "{who}: two allocations without the GIL");
     most_native
 }
 

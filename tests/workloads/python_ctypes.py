@@ -4,28 +4,30 @@ on known lines. Prints its ground truth like the C workloads, and one line
 with, for each allocation, the Python frames innermost first as Python itself sees them.
 
 PyDLL keeps the GIL during the foreign call, CDLL releases it: an allocation through
-CDLL is made by a thread that does not hold the GIL, so it has native frames only.
+CDLL is made by a thread that does not hold the GIL, whose Python frames are the same.
+One more allocation is made by a thread a C library starts, which never runs Python:
+its record has "own_thread": true and no frames.
 """
 import ctypes
 import json
 import os
 import sys
+import threading
+import traceback
 
 runtime = ctypes.PyDLL("libcudart.so.12")
 runtime_nogil = ctypes.CDLL("libcudart.so.12")
+own_thread = ctypes.CDLL("libvt_own_thread.so")
 records = []
 live = []
 calls = {}
 
 
 def python_frames():
-    """The caller's Python stack, innermost first, as (file, line, function)."""
-    frame = sys._getframe(1)
-    out = []
-    while frame is not None:
-        out.append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name])
-        frame = frame.f_back
-    return out
+    """The caller's Python stack, innermost first, as (file, line, function), as the
+    traceback module reads it."""
+    caller = traceback.extract_stack()[:-1]
+    return [[f.filename, f.lineno, f.name] for f in reversed(caller)]
 
 
 def count(api, op, size):
@@ -45,9 +47,9 @@ def allocate_with_gil(size):
 
 def allocate_without_gil(size):
     pointer = ctypes.c_void_p()
-    err = runtime_nogil.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(size))
+    frames = python_frames(); err = runtime_nogil.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(size))  # noqa: E702
     assert err == 0, err
-    records.append({"size": size, "gil": False, "frames": []})
+    records.append({"size": size, "gil": False, "frames": frames})
     count("cudaMalloc", "alloc", size)
     live.append(pointer)
 
@@ -62,10 +64,28 @@ def train_step():
     allocate_without_gil(3 << 20)
 
 
+def load_batch():
+    allocate_without_gil(4 << 20)
+
+
+def allocate_on_own_thread(size):
+    pointer = ctypes.c_void_p()
+    err = own_thread.own_thread_alloc(ctypes.byref(pointer), ctypes.c_size_t(size))
+    assert err == 0, err
+    records.append({"size": size, "gil": False, "own_thread": True, "frames": []})
+    count("cudaMalloc", "alloc", size)
+    live.append(pointer)
+
+
 def main():
     if runtime.cudaSetDevice(0) != 0:
         sys.exit(2)
     train_step()
+    # A thread of its own: its Python state is not the main thread's.
+    loader = threading.Thread(target=load_batch)
+    loader.start()
+    loader.join()
+    allocate_on_own_thread(5 << 20)
     peak = sum(r["size"] for r in records)
     for pointer in live:
         assert runtime.cudaFree(pointer) == 0
@@ -83,7 +103,7 @@ def main():
         "peak_live_bytes_upper": {"0": peak},
         "live_bytes_at_end": {"0": 0},
         "meminfo": [],
-        "threads": 1,
+        "threads": 3,
     }
     print("VRAMTRACE_TRUTH " + json.dumps(truth))
     sys.stdout.flush()

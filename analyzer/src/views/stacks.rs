@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use vramtrace_schema::{Frame, StackTable};
+use vramtrace_schema::{Call, StackTable};
 
 static ALL_FRAMES: AtomicBool = AtomicBool::new(false);
 static FULL_STACK: AtomicBool = AtomicBool::new(false);
@@ -28,6 +28,9 @@ pub struct ShownFrame {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     pub module: String,
+    /// A call the compiler inlined into the next frame outward.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
     #[serde(skip)]
     text: String,
 }
@@ -56,12 +59,12 @@ const MACHINERY_FUNCTIONS: &[&str] = &[
     "c10::cuda::c10_cuda_check",
 ];
 
-fn is_machinery(f: &Frame) -> bool {
-    let module = f.module.rsplit('/').next().unwrap_or(&f.module);
+fn is_machinery(f: &Call) -> bool {
+    let module = f.frame.module.rsplit('/').next().unwrap_or(&f.frame.module);
     if MACHINERY_MODULES.iter().any(|m| module.starts_with(m)) {
         return true;
     }
-    let function = f.function.as_deref().unwrap_or("");
+    let function = f.function.unwrap_or("");
     if MACHINERY_FUNCTIONS
         .iter()
         .any(|m| function == *m || function.starts_with(&format!("{m}::")))
@@ -74,18 +77,19 @@ fn is_machinery(f: &Frame) -> bool {
         || module.starts_with("_ctypes")
 }
 
-/// The frames of `stack` to show, innermost first.
+/// The frames of `stack` to show, innermost first, with the calls inlined at each.
 pub fn shown(stacks: &StackTable, stack: u64) -> Vec<ShownFrame> {
     let all = ALL_FRAMES.load(Ordering::Relaxed);
     stacks
-        .frames(stack)
+        .calls(stack)
         .into_iter()
         .filter(|f| all || !is_machinery(f))
         .map(|f| ShownFrame {
-            function: f.function.clone(),
-            file: f.file.clone(),
+            function: f.function.map(str::to_string),
+            file: f.file.map(str::to_string),
             line: f.line,
-            module: f.module.clone(),
+            module: f.frame.module.clone(),
+            inlined: f.inlined,
             text: f.describe(),
         })
         .collect()
@@ -122,7 +126,7 @@ pub fn folded(frames: &[ShownFrame]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramtrace_schema::Node;
+    use vramtrace_schema::{Frame, Node};
 
     fn frame(ip: u64, module: &str, function: &str) -> Frame {
         Frame {
@@ -132,6 +136,7 @@ mod tests {
             function: Some(function.into()),
             file: Some(format!("/src/{function}.c")),
             line: Some(ip as u32),
+            inlined: Vec::new(),
         }
     }
 

@@ -128,7 +128,7 @@ fn with_python(out: &mut [u64], n: usize) -> usize {
     };
     // Python frames replace the interpreter's own native frames, from the first one
     // inward of the caller (e.g. ctypes -> libffi -> the eval loop -> ...). Only as many
-    // are read as fit; nothing is written unless this thread holds the GIL.
+    // are read as fit; nothing is written unless some were read.
     let at = out[..n]
         .iter()
         .position(|&ip| python::in_interpreter(ip))

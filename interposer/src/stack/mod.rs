@@ -29,7 +29,10 @@ pub mod capture {
 }
 pub mod intern;
 pub mod modules;
+mod own_memory;
 pub mod python;
+mod python_layout;
+mod python_nogil;
 pub mod symbolize;
 #[cfg(target_arch = "x86_64")]
 mod walk;

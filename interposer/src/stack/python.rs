@@ -1,5 +1,6 @@
-//! Python frames for threads that hold the GIL, read through CPython's C API found at run
-//! time (`dlsym`, no link to libpython): the functions used exist from 3.9 to 3.13.
+//! Python frames: for threads that hold the GIL, read through CPython's C API found at run
+//! time (`dlsym`, no link to libpython; the functions used exist from 3.9 to 3.14); for
+//! threads that released it, read from the thread's own frames ([`super::python_nogil`]).
 //! Nothing happens in a process without Python.
 //!
 //! A Python frame is stored as a synthetic return address: [`PYTHON_BIT`], the index of
@@ -13,11 +14,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Mutex, MutexGuard};
 
+use super::python_nogil::Reader;
+
 /// Marks a synthetic address as a Python frame (no user-space code lives up there).
 pub const PYTHON_BIT: u64 = 1 << 63;
 const LINE_BITS: u32 = 24;
 /// The outermost frame of a stack taken in a Python process on a thread without the GIL
-/// (e.g. PyTorch's autograd workers): it says why no Python frames follow.
+/// whose Python frames could not be read (a thread that never ran Python, such as a
+/// library's worker, or an interpreter whose layout is not known): it says why no Python
+/// frames follow.
 pub const NO_GIL: u64 = PYTHON_BIT | ((u32::MAX as u64) << LINE_BITS);
 
 type Obj = *mut c_void;
@@ -36,6 +41,9 @@ struct CApi {
     err_restore: unsafe extern "C" fn(Obj, Obj, Obj),
     /// The interpreter's module: native frames inside it are where Python frames go.
     module: Range<u64>,
+    /// Frames of threads without the GIL; `None` for an interpreter whose layout is not
+    /// known.
+    nogil: Option<Reader>,
 }
 
 static API: OnceLock<CApi> = OnceLock::new();
@@ -45,6 +53,9 @@ static ABSENT_AT: AtomicU64 = AtomicU64::new(0);
 /// Code object address -> index into CODE_NAMES. Code objects in it are kept alive (one
 /// reference each), so an address is never reused for another code object.
 static CODES: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
+/// (file, function) -> index into CODE_NAMES, for frames read without the GIL: their code
+/// objects are not kept alive, so their names are kept by content.
+static NAMED: Mutex<Option<HashMap<(String, String), u32>>> = Mutex::new(None);
 /// (file, function) per code object index, read by the writer thread.
 static CODE_NAMES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
@@ -54,12 +65,18 @@ static CODE_NAMES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 #[allow(dead_code)]
 pub struct ForkHold(
     MutexGuard<'static, Option<HashMap<usize, u32>>>,
+    MutexGuard<'static, Option<HashMap<(String, String), u32>>>,
     MutexGuard<'static, Vec<(String, String)>>,
 );
 
 pub fn hold_for_fork() -> ForkHold {
     let codes = CODES.lock().unwrap_or_else(|e| e.into_inner());
-    ForkHold(codes, CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner()))
+    let named = NAMED.lock().unwrap_or_else(|e| e.into_inner());
+    ForkHold(
+        codes,
+        named,
+        CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner()),
+    )
 }
 
 fn find(name: &CStr) -> Option<usize> {
@@ -98,7 +115,20 @@ fn load() -> Option<CApi> {
         err_fetch: f!(c"PyErr_Fetch"),
         err_restore: f!(c"PyErr_Restore"),
         module: range,
+        nogil: version().and_then(|v| Reader::new(&v, find)),
     })
+}
+
+/// `Py_GetVersion()`: "3.11.2 (main, ...)".
+fn version() -> Option<String> {
+    // SAFETY: CPython's exported function of this signature; it returns a static string.
+    unsafe {
+        let f = std::mem::transmute::<usize, unsafe extern "C" fn() -> *const c_char>(find(
+            c"Py_GetVersion",
+        )?);
+        let s = f();
+        (!s.is_null()).then(|| CStr::from_ptr(s).to_string_lossy().into_owned())
+    }
 }
 
 fn api() -> Option<&'static CApi> {
@@ -145,7 +175,7 @@ pub enum PyStack {
 }
 
 /// Writes the calling thread's Python frames into `out`, innermost first, as many as fit.
-/// `out` is left as it was unless the thread holds the GIL.
+/// `out` is left as it was when none can be read.
 pub fn capture(out: &mut [u64]) -> PyStack {
     let Some(api) = api() else {
         return PyStack::Absent;
@@ -154,7 +184,10 @@ pub fn capture(out: &mut [u64]) -> PyStack {
     // reference is released.
     unsafe {
         if (api.gil_check)() != 1 {
-            return PyStack::NoGil;
+            return match &api.nogil {
+                Some(reader) => without_gil(reader, out),
+                None => PyStack::NoGil,
+            };
         }
         let mut n = 0;
         let mut frame = (api.get_frame)();
@@ -168,8 +201,7 @@ pub fn capture(out: &mut [u64]) -> PyStack {
             if !code.is_null() {
                 let index = code_index(api, code);
                 (api.decref)(code);
-                out[n] =
-                    PYTHON_BIT | ((index as u64) << LINE_BITS) | line.min((1 << LINE_BITS) - 1);
+                out[n] = address(index, line);
                 n += 1;
             }
             let back = (api.frame_back)(frame);
@@ -181,6 +213,40 @@ pub fn capture(out: &mut [u64]) -> PyStack {
         }
         PyStack::Frames(n)
     }
+}
+
+/// The frames of a thread without the GIL, read from its own frame chain.
+fn without_gil(reader: &Reader, out: &mut [u64]) -> PyStack {
+    let mut n = 0;
+    let read = reader.frames(out.len(), &mut named_index, &mut |index, line| {
+        out[n] = address(index, line as u64);
+        n += 1;
+        true
+    });
+    match read {
+        Some(()) if n > 0 => PyStack::Frames(n),
+        _ => PyStack::NoGil,
+    }
+}
+
+/// The synthetic address of line `line` of the code object at table index `index`.
+fn address(index: u32, line: u64) -> u64 {
+    PYTHON_BIT | ((index as u64) << LINE_BITS) | line.min((1 << LINE_BITS) - 1)
+}
+
+/// The table index of the names (file, function), added the first time they are seen.
+fn named_index(file: String, function: String) -> u32 {
+    let mut named = NAMED.lock().unwrap_or_else(|e| e.into_inner());
+    let named = named.get_or_insert_with(HashMap::new);
+    let key = (file, function);
+    if let Some(&i) = named.get(&key) {
+        return i;
+    }
+    let mut table = CODE_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let i = table.len() as u32;
+    table.push(key.clone());
+    named.insert(key, i);
+    i
 }
 
 /// The table index of `code`, reading its names the first time.
@@ -230,7 +296,7 @@ pub fn describe(ip: u64) -> Option<(String, String, u32)> {
     if ip == NO_GIL {
         return Some((
             String::new(),
-            "[thread without the GIL: no Python frames]".into(),
+            "[thread without the GIL: no Python frames read]".into(),
             0,
         ));
     }

@@ -1,9 +1,11 @@
 //! Names for return addresses, on the writer thread: module and offset always; function
 //! (demangled), file and line where the module has symbols or debug information. They go
-//! into the trace so that it reads the same on another machine.
+//! into the trace so that it reads the same on another machine. An address in code the
+//! compiler inlined names every call of the inlined chain the debug information keeps.
 
 use std::collections::HashMap;
 use std::ops::Range;
+use vramtrace_schema::Inlined;
 
 /// The module name of Python frames.
 pub const PYTHON_MODULE: &str = "<python>";
@@ -17,7 +19,13 @@ pub struct FrameInfo {
     pub function: Option<String>,
     pub file: Option<String>,
     pub line: Option<u32>,
+    /// Calls inlined at the address, innermost first; `function` is the one whose code it is.
+    pub inlined: Vec<Inlined>,
 }
+
+/// Inlined calls kept per address at most (the innermost ones): a bound on a frame
+/// record's size whatever the debug information says.
+const MAX_INLINED: usize = 64;
 
 struct Known {
     path: String,
@@ -53,6 +61,7 @@ impl Symbolizer {
                 function: Some(function),
                 file: (!file.is_empty()).then_some(file),
                 line: (line != 0).then_some(line),
+                ..Default::default()
             };
         }
         let Some(m) = self.module(ip) else {
@@ -77,18 +86,32 @@ impl Symbolizer {
         };
         // A return address points after the call: look up the call instruction itself.
         let probe = offset.saturating_sub(1);
+        // Innermost first: the inlined calls, then the function the code belongs to.
+        let mut calls = Vec::new();
         if let Ok(mut frames) = loader.find_frames(probe) {
-            if let Ok(Some(frame)) = frames.next() {
-                info.function = frame
+            while let Ok(Some(frame)) = frames.next() {
+                let (file, line) = match frame.location {
+                    Some(loc) => (loc.file.map(str::to_string), loc.line),
+                    None => (None, None),
+                };
+                let function = frame
                     .function
                     .as_ref()
                     .and_then(|f| f.demangle().ok())
                     .map(|n| n.into_owned());
-                if let Some(loc) = frame.location {
-                    info.file = loc.file.map(str::to_string);
-                    info.line = loc.line;
-                }
+                calls.push(Inlined {
+                    function,
+                    file,
+                    line,
+                });
             }
+        }
+        if let Some(own) = calls.pop() {
+            info.function = own.function;
+            info.file = own.file;
+            info.line = own.line;
+            calls.truncate(MAX_INLINED);
+            info.inlined = calls;
         }
         if info.function.is_none() {
             info.function = loader
