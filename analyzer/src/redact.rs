@@ -121,12 +121,23 @@ impl Redactor {
     }
 }
 
+/// Keeps only the file name of each path under `keys`.
+fn shorten(record: &mut serde_json::Map<String, Value>, keys: &[&str]) {
+    for key in keys {
+        if let Some(p) = record.get(*key).and_then(Value::as_str).map(base) {
+            record.insert(key.to_string(), Value::String(p));
+        }
+    }
+}
+
 fn frame(line: &[u8]) -> Option<Value> {
     let mut v: Value = serde_json::from_slice(line).ok()?;
     let f = v.get_mut("frame")?.as_object_mut()?;
-    for key in ["module", "file"] {
-        if let Some(p) = f.get(key).and_then(Value::as_str).map(base) {
-            f.insert(key.into(), Value::String(p));
+    shorten(f, &["module", "file"]);
+    // Calls inlined at the address carry source paths of their own.
+    if let Some(calls) = f.get_mut("inlined").and_then(Value::as_array_mut) {
+        for call in calls.iter_mut().filter_map(Value::as_object_mut) {
+            shorten(call, &["file"]);
         }
     }
     Some(v)

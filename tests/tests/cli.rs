@@ -247,3 +247,37 @@ fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
         }
     }
 }
+
+#[test]
+fn redact_takes_the_paths_out_of_inlined_calls_too() {
+    let run = vramtrace_tests::harness::run_sim("inlined", &[], &[], &[]);
+    let pack = run.dir.path().join("run.vtpack");
+    let out = Command::new(vramtrace())
+        .args(["pack", "--redact", "-o"])
+        .arg(&pack)
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    shell(
+        "mkdir out && zstd -dc run.vtpack | tar -x -C out",
+        run.dir.path(),
+    );
+    let mut inlined_calls = 0;
+    for entry in std::fs::read_dir(run.dir.path().join("out")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("{\"frame\":")) {
+            let frame: serde_json::Value = serde_json::from_str(line).unwrap();
+            for call in frame["frame"]["inlined"].as_array().into_iter().flatten() {
+                inlined_calls += 1;
+                let file = call["file"].as_str().unwrap_or_default();
+                assert!(!file.contains('/'), "inlined call's file {file}");
+            }
+        }
+    }
+    assert!(inlined_calls > 0, "the workload's helper is inlined");
+}
