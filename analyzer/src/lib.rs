@@ -10,3 +10,4 @@ pub mod run;
 pub mod snapshot;
 pub mod units;
 pub mod views;
+pub mod whatif;

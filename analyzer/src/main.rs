@@ -43,6 +43,9 @@ enum Command {
     Export(cmd::export::ExportArgs),
     /// Figures of a PyTorch memory snapshot: reserved, allocated, fragmentation, OOM entries.
     Snapshot(cmd::snapshot::SnapshotArgs),
+    /// Replay a snapshot's history through a model of PyTorch's caching allocator, under
+    /// other settings or on a smaller card.
+    Whatif(cmd::whatif::WhatifArgs),
 }
 
 fn main() {
@@ -59,6 +62,7 @@ fn main() {
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),
         Command::Snapshot(args) => cmd::snapshot::snapshot(args),
+        Command::Whatif(args) => cmd::whatif::whatif(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -13,3 +13,4 @@ pub mod snapshot;
 pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;
+pub mod whatif;
