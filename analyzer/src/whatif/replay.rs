@@ -175,6 +175,7 @@ pub fn replay(
     };
     let every = h.events.len().div_ceil(SAMPLES).max(1);
     let mut group: VecDeque<(usize, Event)> = VecDeque::new();
+    let mut stopped = false;
     for (i, ev) in h.events.iter().enumerate() {
         let src = h.source_index[i];
         if matches!(ev, Event::SegmentAlloc(_) | Event::SegmentFree(_)) {
@@ -202,7 +203,7 @@ pub fn replay(
         }
         out.peak_allocated = out.peak_allocated.max(a.allocated);
         out.peak_unused = out.peak_unused.max(a.reserved - a.allocated);
-        if i % every == 0 || i + 1 == h.events.len() {
+        if i % every == 0 {
             out.samples.push(Sample {
                 entry: src,
                 reserved: a.reserved,
@@ -210,25 +211,41 @@ pub fn replay(
             });
         }
         if stop || run.drift.is_some() {
+            stopped = true;
             break;
         }
     }
-    if driver == Driver::Recorded && run.drift.is_none() && out.replayed == h.events.len() {
+    if !stopped {
         // Segment events after the last request: an empty_cache() at the end.
         let src = h.source_index.last().copied().unwrap_or(0);
         if !group.is_empty() {
-            recorded.expected = std::mem::take(&mut group);
-            a.release_cached(&mut recorded);
-            run.drain(&mut a, src);
-            run.check_group_done(&mut recorded, src);
-        }
-        if run.drift.is_none() {
-            if let Some(end) = &h.end {
-                run.drift = check::end_state(&a, end).map(|message| Drift {
-                    entry: src,
-                    message,
-                });
+            match driver {
+                Driver::Recorded => {
+                    recorded.expected = std::mem::take(&mut group);
+                    a.release_cached(&mut recorded);
+                    run.drain(&mut a, src);
+                    run.check_group_done(&mut recorded, src);
+                }
+                Driver::Card(_) => {
+                    a.release_cached(&mut card);
+                    run.drain(&mut a, src);
+                }
             }
+        }
+        out.replayed = h.events.len();
+        out.samples.push(Sample {
+            entry: src,
+            reserved: a.reserved,
+            allocated: a.allocated,
+        });
+    }
+    if driver == Driver::Recorded && !stopped && run.drift.is_none() {
+        if let Some(end) = &h.end {
+            let src = h.source_index.last().copied().unwrap_or(0);
+            run.drift = check::end_state(&a, end).map(|message| Drift {
+                entry: src,
+                message,
+            });
         }
     }
     out.failures = run.failures;
