@@ -191,5 +191,18 @@ h.seg(C2, 24 * MIB); h.alloc(C2, 24 * MIB, 24 * MIB)
 h.seg(C3, 30 * MIB); h.alloc(C3, 30 * MIB, 30 * MIB)
 h.dump('gc')
 
+# An out-of-memory error that max_split_size_mb:128 avoids on the same 240 MiB card: the
+# cached 200 MiB segment, split for a 30 MiB request, can no longer hold 200 MiB; as an
+# oversize block it would not have been split (30 MiB gets a segment of its own, 230 MiB
+# reserved) and would serve the 200 MiB request. roundup_power2_divisions:4 rounds 30 MiB
+# to 32 MiB and fails the same way.
+V = 0x7f9000000000
+h = H()
+h.seg(V, 200 * MIB); h.alloc(V, 200 * MIB, 200 * MIB); h.free(V)
+h.alloc(V, 30 * MIB, 30 * MIB)
+h.oom(200 * MIB)
+h.trace[-1]['device_free'] = 40 * MIB
+h.dump('avoidable')
+
 with open(f'{out}/expected.json', 'w') as f:
     json.dump(expected, f)

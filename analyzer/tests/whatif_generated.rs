@@ -72,6 +72,7 @@ fn each_rule_replays_at_the_recorded_addresses() {
         "late_start",
         "card",
         "gc",
+        "avoidable",
     ] {
         replays_exactly(dir.path(), case);
     }
@@ -224,5 +225,42 @@ fn the_cli_compares_settings_finds_the_smallest_card_and_writes_the_replay() {
             30 * m,
             64 * m
         )
+    );
+}
+
+/// avoidable.pickle: the whatif.py comment works out why max_split_size_mb:128 avoids it.
+#[test]
+fn the_oom_post_mortem_says_which_settings_would_have_avoided_it() {
+    let dir = generate();
+    let input = dir.path().join("avoidable.pickle");
+    let (doc, code, _) = common::json_view(&["oom", "--json", input.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let a = &doc["failures"][0]["avoided_by"];
+    assert_eq!(a["capacity_bytes"], 240 * MIB);
+    assert_eq!(a["reproduced"], true);
+    let got: Vec<(&str, bool)> = a["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["settings"].as_str().unwrap(),
+                s["avoids"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("max_split_size_mb:128", true),
+            ("max_split_size_mb:512", false),
+            ("roundup_power2_divisions:4", false)
+        ]
+    );
+    let text = common::vramtrace_ok(&["oom", input.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("by replay on 240.0 MiB: max_split_size_mb:128 would have avoided it; max_split_size_mb:512 would not"),
+        "{text}"
     );
 }

@@ -31,6 +31,9 @@ pub struct WhatifArgs {
     /// Print JSON (keys documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// Skip the search for the smallest card (up to 17 more replays per scenario).
+    #[arg(long)]
+    pub no_search: bool,
     /// Write the replayed run (the last scenario) as a snapshot for pytorch.org/memory_viz.
     #[arg(short = 'o', value_name = "OUT.pickle")]
     pub output: Option<PathBuf>,
@@ -112,13 +115,19 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
         for sc in &scenarios {
             let outcome = replay(h, &sc.settings, sc.driver, args.output.is_some())
                 .map_err(|e| format!("{name}: device {}: {e}", h.device))?;
-            let search = smallest_capacity(h, &sc.settings)
-                .map_err(|e| format!("{name}: device {}: {e}", h.device))?;
+            let search = if args.no_search {
+                None
+            } else {
+                Some(
+                    smallest_capacity(h, &sc.settings)
+                        .map_err(|e| format!("{name}: device {}: {e}", h.device))?,
+                )
+            };
             cols.push(Column {
                 name: sc.name.clone(),
                 outcome,
-                smallest: search.smallest,
-                search_replays: search.replays,
+                smallest: search.as_ref().and_then(|s| s.smallest),
+                search_replays: search.map_or(0, |s| s.replays),
             });
         }
         devices.push((h, cols));
@@ -266,4 +275,70 @@ fn text(out: &mut String, h: &History, cols: &[Column]) {
             );
         }
     }
+}
+
+/// The replay histories of a snapshot, for the `oom` post-mortem; `None` where the
+/// snapshot cannot be replayed (the reason goes into the answer).
+pub struct OomReplays {
+    histories: Result<Vec<History>, String>,
+}
+
+pub fn oom_replays(snap: &crate::snapshot::Snapshot) -> OomReplays {
+    let histories = Settings::from_recorded(snap.allocator_settings.as_ref())
+        .and_then(|s| crate::whatif::from_snapshot::histories(snap, &s));
+    OomReplays { histories }
+}
+
+impl OomReplays {
+    /// `avoided_by` of docs/json.md: which common settings avoid the failure at `entry`.
+    pub fn avoided_by(&self, device: i64, entry: usize, device_free: Option<u64>) -> Value {
+        let hs = match &self.histories {
+            Ok(hs) => hs,
+            Err(e) => return json!({ "error": e }),
+        };
+        let Some(h) = hs.iter().find(|h| h.device == device) else {
+            return Value::Null;
+        };
+        let Some(free) = device_free else {
+            return json!({ "error": "the entry does not say what the driver had free" });
+        };
+        match crate::whatif::avoid::avoided_by(h, entry, free) {
+            Ok(Some(a)) => json!({
+                "capacity_bytes": a.capacity,
+                "reproduced": a.reproduced,
+                "settings": a.settings.iter().map(|(k, v)| json!({"settings": k, "avoids": v})).collect::<Vec<_>>(),
+            }),
+            Ok(None) => Value::Null,
+            Err(e) => json!({ "error": e }),
+        }
+    }
+}
+
+/// The post-mortem's line for an `avoided_by` value.
+pub fn avoided_line(v: &Value) -> Option<String> {
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        return Some(format!("by replay: not replayed ({e})"));
+    }
+    let cap = bytes(v.get("capacity_bytes")?.as_u64()?);
+    if v["reproduced"] != json!(true) {
+        return Some(format!(
+            "by replay: the model on {cap} (reserved plus the driver's free bytes) does not fail here, so it gives no verdict"
+        ));
+    }
+    let words: Vec<String> = v["settings"]
+        .as_array()?
+        .iter()
+        .map(|s| {
+            let would = if s["avoids"] == json!(true) {
+                "would have avoided it"
+            } else {
+                "would not"
+            };
+            format!("{} {would}", s["settings"].as_str().unwrap_or(""))
+        })
+        .collect();
+    Some(format!(
+        "by replay on {cap}: {} (expandable_segments is not modelled)",
+        words.join("; ")
+    ))
 }

@@ -4,6 +4,7 @@
 //! which rules are modelled.
 
 pub mod allocator;
+pub mod avoid;
 pub mod blocks;
 pub mod check;
 pub mod device;
