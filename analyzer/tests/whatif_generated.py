@@ -113,6 +113,8 @@ h.seg(O2, 30 * MIB); h.alloc(O2, 30 * MIB, 30 * MIB); h.free(O2)
 h.segfree(O1)                      # 44 MiB + 1: the 70 MiB block is over 20 MiB too big
 h.seg(O4, 46 * MIB); h.alloc(O4, 44 * MIB + 1, 46 * MIB)  # oversize: unsplit
 h.dump('max_split')
+h.settings = None     # as PyTorch before 2.4 wrote it: the settings only in torch-PID.json
+h.dump('max_split_unrecorded')
 
 # Out of memory: cudaMalloc fails, every wholly free cached segment is freed (large pool
 # first, by size then address, then the small pool; a split one stays) and the request

@@ -264,3 +264,38 @@ fn the_oom_post_mortem_says_which_settings_would_have_avoided_it() {
         "{text}"
     );
 }
+
+/// A `vramtrace run` directory: the hook's snapshot, without settings (PyTorch < 2.4),
+/// and torch-PID.json with the PYTORCH_CUDA_ALLOC_CONF the process had.
+#[test]
+fn a_run_directory_replays_its_snapshot_under_the_saved_environment() {
+    let dir = generate();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::copy(
+        dir.path().join("max_split_unrecorded.pickle"),
+        run.join("torch-snapshot-4242.pickle"),
+    )
+    .unwrap();
+    let whatif = || {
+        let (doc, code, err) =
+            common::json_view(&["whatif", "--json", "--no-search", run.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{err}");
+        doc
+    };
+    // Under the defaults the 30 MiB request (entry 5) takes the cached 70 MiB block.
+    let defaults = whatif();
+    assert_eq!(defaults["recorded_settings"], "defaults");
+    let drift = &defaults["devices"][0]["scenarios"][0]["drift"];
+    assert_eq!(drift["entry"], 5);
+    let message = drift["message"].as_str().unwrap();
+    assert!(message.contains("replayed at 0x7f2000000000"), "{message}");
+    std::fs::write(
+        run.join("torch-4242.json"),
+        r#"{"pid": 4242, "PYTORCH_ALLOC_CONF": null, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:40"}"#,
+    )
+    .unwrap();
+    let doc = whatif();
+    assert_eq!(doc["recorded_settings"], "max_split_size_mb:40");
+    assert_eq!(doc["devices"][0]["scenarios"][0]["drift"], Value::Null);
+}

@@ -37,8 +37,9 @@ pub struct WhatifArgs {
     /// Write the replayed run (the last scenario) as a snapshot for pytorch.org/memory_viz.
     #[arg(short = 'o', value_name = "OUT.pickle")]
     pub output: Option<PathBuf>,
-    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`).
-    #[arg(value_name = "SNAPSHOT.pickle")]
+    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`), or
+    /// a `vramtrace run` directory with the PyTorch hook's snapshot of one process.
+    #[arg(value_name = "SNAPSHOT.pickle|DIR")]
     pub path: PathBuf,
 }
 
@@ -98,14 +99,26 @@ struct Column {
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
-    let snap = read_snapshot(&args.path)?;
-    let name = args.path.display().to_string();
-    let recorded = Settings::from_recorded(snap.allocator_settings.as_ref())
+    let (path, alloc_conf) = if args.path.is_dir() {
+        let run = crate::whatif::run_dir::resolve(&args.path)?;
+        (run.snapshot, run.alloc_conf)
+    } else {
+        (args.path.clone(), None)
+    };
+    let snap = read_snapshot(&path)?;
+    let name = path.display().to_string();
+    let mut recorded = Settings::from_recorded(snap.allocator_settings.as_ref())
         .map_err(|e| format!("{name}: {e}"))?;
+    // Before 2.4 a snapshot has no settings: the environment the hook saved has them.
+    if let (None, Some(conf)) = (&snap.allocator_settings, &alloc_conf) {
+        recorded
+            .set(conf)
+            .map_err(|e| format!("{}: PYTORCH_ALLOC_CONF: {e}", args.path.display()))?;
+    }
     let hs = histories(&snap, &recorded).map_err(|e| format!("{name}: {e}"))?;
     if hs.is_empty() {
         return Err(format!(
-            "{name}: no trace entries: record with torch.cuda.memory._record_memory_history() to replay"
+            "{name}: no allocations in the trace: record with torch.cuda.memory._record_memory_history() to replay"
         ));
     }
     let scenarios = scenarios(&args, &recorded)?;

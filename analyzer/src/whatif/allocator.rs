@@ -131,7 +131,7 @@ impl Allocator {
         for b in &seg.blocks {
             let c = rest
                 .map(|id| self.block(id).clone())
-                .filter(|c| b.addr >= c.addr && b.addr + b.size <= c.addr + c.size)
+                .filter(|c| b.addr >= c.addr && b.addr.saturating_add(b.size) <= c.addr + c.size)
                 .ok_or_else(|| {
                     format!(
                         "segment {:#x} ({} bytes): block {:#x} ({} bytes) overlaps another or lies outside",

@@ -9,20 +9,33 @@ use super::sizes::{pool_of_segment, round_size, should_split};
 use crate::snapshot::{Action, BlockState, DeviceSnapshot, Snapshot, TraceEntry};
 use std::collections::BTreeMap;
 
-/// One history per device that has trace entries.
+/// One history per device whose trace has allocator entries.
 pub fn histories(snap: &Snapshot, settings: &Settings) -> Result<Vec<History>, String> {
-    snap.devices
-        .iter()
-        .filter(|d| !d.trace.is_empty())
-        .map(|d| history(d, settings).map_err(|e| format!("device {}: {e}", d.device)))
-        .collect()
+    let mut out = Vec::new();
+    for d in snap.devices.iter().filter(|d| !d.trace.is_empty()) {
+        let h = history(d, settings).map_err(|e| format!("device {}: {e}", d.device))?;
+        if !h.events.is_empty() {
+            out.push(h);
+        }
+    }
+    Ok(out)
 }
+
+/// Larger than any device: a corrupt entry, refused before it can overflow a sum.
+const MAX_SIZE: u64 = 1 << 50;
 
 /// The segments of a snapshot, with their allocated and pending-free blocks.
 fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
     d.segments
         .iter()
         .map(|s| {
+            let mut sizes = std::iter::once(s.total_size).chain(s.blocks.iter().map(|b| b.size));
+            if sizes.any(|n| n > MAX_SIZE) || s.address > u64::MAX - MAX_SIZE {
+                return Err(format!(
+                    "segment {:#x}: not a plausible size or address",
+                    s.address
+                ));
+            }
             if s.is_expandable {
                 return Err(format!(
                     "segment {:#x} is an expandable segment, which this model does not replay",
@@ -56,6 +69,14 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
         ..Default::default()
     };
     for (i, e) in d.trace.iter().enumerate() {
+        if e.size > MAX_SIZE || e.addr > u64::MAX - MAX_SIZE {
+            return Err(format!(
+                "trace entry {i}: {} of {} bytes at {:#x}: not a plausible size or address",
+                e.action.name(),
+                e.size,
+                e.addr
+            ));
+        }
         let ev = match &e.action {
             Action::Alloc => Event::Alloc {
                 size: e.size,

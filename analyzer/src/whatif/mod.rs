@@ -13,6 +13,7 @@ pub mod input;
 pub mod oom;
 pub mod pools;
 pub mod replay;
+pub mod run_dir;
 pub mod search;
 pub mod segments;
 pub mod settings;
