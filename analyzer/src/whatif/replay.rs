@@ -176,6 +176,7 @@ pub fn replay(
     let every = h.events.len().div_ceil(SAMPLES).max(1);
     let mut group: VecDeque<(usize, Event)> = VecDeque::new();
     let mut stopped = false;
+    let mut next_sample = 0;
     for (i, ev) in h.events.iter().enumerate() {
         let src = h.source_index[i];
         if matches!(ev, Event::SegmentAlloc(_) | Event::SegmentFree(_)) {
@@ -203,7 +204,8 @@ pub fn replay(
         }
         out.peak_allocated = out.peak_allocated.max(a.allocated);
         out.peak_unused = out.peak_unused.max(a.reserved - a.allocated);
-        if i % every == 0 {
+        if i >= next_sample {
+            next_sample = i + every;
             out.samples.push(Sample {
                 entry: src,
                 reserved: a.reserved,
