@@ -299,3 +299,30 @@ fn a_run_directory_replays_its_snapshot_under_the_saved_environment() {
     assert_eq!(doc["recorded_settings"], "max_split_size_mb:40");
     assert_eq!(doc["devices"][0]["scenarios"][0]["drift"], Value::Null);
 }
+
+/// Without --capacity, other settings are replayed on the card the recorded failure shows.
+#[test]
+fn other_settings_are_replayed_on_the_card_the_recorded_failure_shows() {
+    let dir = generate();
+    let input = dir.path().join("avoidable.pickle");
+    let (doc, code, _) = common::json_view(&[
+        "whatif",
+        "--json",
+        "--no-search",
+        "--compare",
+        "--set",
+        "max_split_size_mb:128",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    let d = &doc["devices"][0];
+    assert_eq!(d["recorded_card_bytes"], 240 * MIB);
+    assert_eq!(d["recorded_card_entry"], 5);
+    let recorded = &d["scenarios"][0];
+    assert_eq!(recorded["drift"], Value::Null);
+    assert_eq!(recorded["failures"][0]["recorded"], true);
+    let alt = &d["scenarios"][1];
+    assert_eq!(alt["driver"]["capacity_bytes"], 240 * MIB);
+    assert_eq!(alt["failures"], serde_json::json!([]));
+    assert_eq!(alt["recorded_failures_served"], 1);
+}

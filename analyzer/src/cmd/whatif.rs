@@ -5,6 +5,7 @@
 use super::common;
 use crate::snapshot::{read_snapshot, write_memory_viz, DeviceSnapshot};
 use crate::units::{bytes, parse_size};
+use crate::whatif::avoid::recorded_card;
 use crate::whatif::from_snapshot::histories;
 use crate::whatif::replay::{Driver, Outcome};
 use crate::whatif::search::smallest_capacity;
@@ -21,7 +22,9 @@ pub struct WhatifArgs {
     #[arg(long = "set", value_name = "KEY:VALUE")]
     pub set: Vec<String>,
     /// Memory the allocator may reserve on each device (e.g. 24GiB): the card's size less
-    /// what is used outside the allocator. Default: as the recorded run's driver answered.
+    /// what is used outside the allocator. Default: the recorded settings as the recorded
+    /// run's driver answered; other settings on the card a recorded out-of-memory error
+    /// shows, else without limit.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub capacity: Option<u64>,
     /// One table: the recorded settings beside each --set (and the recorded settings on
@@ -91,6 +94,13 @@ fn scenarios(args: &WhatifArgs, recorded: &Settings) -> Result<Vec<Scenario>, St
     Ok(out)
 }
 
+/// A device's history, the card its recorded failure shows, and its columns.
+struct Device<'h> {
+    h: &'h History,
+    card: Option<(u64, usize)>,
+    cols: Vec<Column>,
+}
+
 struct Column {
     name: String,
     outcome: Outcome,
@@ -122,11 +132,20 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
         ));
     }
     let scenarios = scenarios(&args, &recorded)?;
-    let mut devices: Vec<(&History, Vec<Column>)> = Vec::new();
+    let mut devices: Vec<Device> = Vec::new();
     for h in &hs {
+        // Without --capacity, the card a recorded out-of-memory error shows.
+        let card = match args.capacity {
+            Some(_) => None,
+            None => recorded_card(h).map_err(|e| format!("{name}: device {}: {e}", h.device))?,
+        };
         let mut cols = Vec::new();
         for sc in &scenarios {
-            let outcome = replay(h, &sc.settings, sc.driver, args.output.is_some())
+            let driver = match (sc.driver, card) {
+                (Driver::Card(None), Some((capacity, _))) => Driver::Card(Some(capacity)),
+                (d, _) => d,
+            };
+            let outcome = replay(h, &sc.settings, driver, args.output.is_some())
                 .map_err(|e| format!("{name}: device {}: {e}", h.device))?;
             let search = if args.no_search {
                 None
@@ -143,15 +162,12 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
                 search_replays: search.map_or(0, |s| s.replays),
             });
         }
-        devices.push((h, cols));
+        devices.push(Device { h, card, cols });
     }
     if let Some(out) = &args.output {
         let pairs: Vec<(&Outcome, &DeviceSnapshot)> = devices
             .iter()
-            .filter_map(|(h, cols)| {
-                let d = snap.device(h.device)?;
-                Some((&cols.last()?.outcome, d))
-            })
+            .filter_map(|d| Some((&d.cols.last()?.outcome, snap.device(d.h.device)?)))
             .collect();
         let settings = &scenarios.last().expect("one scenario at least").settings;
         let mut written = write::snapshot(pairs, settings);
@@ -159,10 +175,7 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
         write_memory_viz(out, &written)?;
     }
     if args.json {
-        let devs: Vec<Value> = devices
-            .iter()
-            .map(|(h, cols)| device_json(h, cols))
-            .collect();
+        let devs: Vec<Value> = devices.iter().map(device_json).collect();
         let doc = json!({
             "format": "vramtrace-whatif", "version": 1,
             "path": name,
@@ -174,8 +187,8 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
     } else {
         let mut out = String::new();
         let _ = writeln!(out, "{name}: recorded settings {}", recorded.describe());
-        for (h, cols) in &devices {
-            text(&mut out, h, cols);
+        for d in &devices {
+            text(&mut out, d);
         }
         common::print(&out)?;
     }
@@ -189,7 +202,8 @@ fn driver_json(d: Driver) -> Value {
     }
 }
 
-fn device_json(h: &History, cols: &[Column]) -> Value {
+fn device_json(d: &Device) -> Value {
+    let (h, cols) = (d.h, &d.cols);
     let scenarios: Vec<Value> = cols
         .iter()
         .map(|c| {
@@ -232,16 +246,29 @@ fn device_json(h: &History, cols: &[Column]) -> Value {
             })
         })
         .collect();
-    json!({ "device": h.device, "scenarios": scenarios })
+    json!({
+        "device": h.device,
+        "recorded_card_bytes": d.card.map(|c| c.0),
+        "recorded_card_entry": d.card.map(|c| c.1),
+        "scenarios": scenarios,
+    })
 }
 
-fn text(out: &mut String, h: &History, cols: &[Column]) {
+fn text(out: &mut String, d: &Device) {
+    let (h, cols) = (d.h, &d.cols);
     let _ = writeln!(
         out,
         "device {}: {} events replayed from the recorded state at the trace's start",
         h.device,
         h.events.len()
     );
+    if let Some((capacity, entry)) = d.card {
+        let _ = writeln!(
+            out,
+            "  other settings replayed on {}: the card as the out-of-memory error at entry {entry} shows it (reserved there plus the driver's free bytes)",
+            bytes(capacity)
+        );
+    }
     let width = cols.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
     let _ = writeln!(
         out,
@@ -312,10 +339,10 @@ impl OomReplays {
         let Some(h) = hs.iter().find(|h| h.device == device) else {
             return Value::Null;
         };
-        let Some(free) = device_free else {
+        if device_free.is_none() {
             return json!({ "error": "the entry does not say what the driver had free" });
-        };
-        match crate::whatif::avoid::avoided_by(h, entry, free) {
+        }
+        match crate::whatif::avoid::avoided_by(h, entry) {
             Ok(Some(a)) => json!({
                 "capacity_bytes": a.capacity,
                 "reproduced": a.reproduced,

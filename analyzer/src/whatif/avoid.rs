@@ -25,24 +25,50 @@ pub struct Avoidance {
     pub settings: Vec<(&'static str, bool)>,
 }
 
-/// For the `oom` entry at source index `entry`, which the driver reported `device_free`
-/// bytes free at.
-pub fn avoided_by(
-    h: &History,
-    entry: usize,
-    device_free: u64,
-) -> Result<Option<Avoidance>, String> {
+/// The card the recorded run had, as the first recorded failure shows it: the bytes the
+/// replay holds reserved when that request fails plus what the driver reported free;
+/// with the failure's source index. `None` without a failure that says what was free.
+pub fn recorded_card(h: &History) -> Result<Option<(u64, usize)>, String> {
+    let Some(i) = h.events.iter().position(|e| {
+        matches!(
+            e,
+            Event::Oom {
+                device_free: Some(_),
+                ..
+            }
+        )
+    }) else {
+        return Ok(None);
+    };
+    card_at(h, i)
+}
+
+/// The card at the `oom` event `i`.
+fn card_at(h: &History, i: usize) -> Result<Option<(u64, usize)>, String> {
+    let Event::Oom {
+        device_free: Some(free),
+        ..
+    } = h.events[i]
+    else {
+        return Ok(None);
+    };
+    let entry = h.source_index[i];
+    let recorded = replay(h, &h.settings, Driver::Recorded, false)?;
+    Ok(recorded
+        .failures
+        .iter()
+        .find(|f| f.entry == entry)
+        .map(|f| (f.reserved + free, entry)))
+}
+
+/// For the `oom` entry at source index `entry`.
+pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String> {
     let Some(i) = h.source_index.iter().position(|&s| s == entry) else {
         return Ok(None);
     };
-    if !matches!(h.events[i], Event::Oom { .. }) {
-        return Ok(None);
-    }
-    let recorded = replay(h, &h.settings, Driver::Recorded, false)?;
-    let Some(f) = recorded.failures.iter().find(|f| f.entry == entry) else {
+    let Some((capacity, _)) = card_at(h, i)? else {
         return Ok(None);
     };
-    let capacity = f.reserved + device_free;
     let card = Driver::Card(Some(capacity));
     // Served: the replay got past the entry, and nothing failed up to it.
     let served = |o: &super::Outcome| o.failures.iter().all(|f| f.entry > entry) && o.replayed > i;

@@ -95,6 +95,7 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
             Action::SegmentFree => Event::SegmentFree(span(e)),
             Action::Oom => Event::Oom {
                 size: e.size,
+                device_free: e.device_free,
                 stream: e.stream,
             },
             // A memory_snapshot() call: no change to the allocator.

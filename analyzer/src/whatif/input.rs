@@ -27,9 +27,11 @@ pub enum Event {
     /// Recorded driver calls: checked against the replay under the recorded settings.
     SegmentAlloc(Span),
     SegmentFree(Span),
-    /// A request for `size` bytes that failed in the recorded run.
+    /// A request for `size` bytes that failed in the recorded run; `device_free`: what
+    /// the driver then reported free.
     Oom {
         size: u64,
+        device_free: Option<u64>,
         stream: u64,
     },
 }

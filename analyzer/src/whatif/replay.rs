@@ -313,7 +313,7 @@ impl Run<'_> {
                     true
                 }
             },
-            Event::Oom { size, stream } => match a.malloc(dev, size, stream) {
+            Event::Oom { size, stream, .. } => match a.malloc(dev, size, stream) {
                 Ok(id) => {
                     // The program got an error here and went on without the memory.
                     self.drain(a, src);
