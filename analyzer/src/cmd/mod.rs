@@ -14,3 +14,4 @@ pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;
 pub mod whatif;
+pub mod whatif_oom;

@@ -134,7 +134,7 @@ fn verdict(
 pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
     let snap = load(path)?;
     let mut failures = Vec::new();
-    let replays = super::whatif::oom_replays(&snap);
+    let replays = super::whatif_oom::oom_replays(&snap);
     for d in &snap.devices {
         let f = figures(d);
         for o in timeline::ooms(d) {
@@ -175,7 +175,7 @@ pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
                 units::bytes(f["requested_bytes"].as_u64().unwrap_or(0)),
                 f["explanation"].as_str().unwrap_or("")
             ));
-            if let Some(line) = super::whatif::avoided_line(&f["avoided_by"]) {
+            if let Some(line) = super::whatif_oom::avoided_line(&f["avoided_by"]) {
                 o.push_str(&format!("  {line}\n"));
             }
         }

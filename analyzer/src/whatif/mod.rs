@@ -11,6 +11,7 @@ pub mod device;
 pub mod from_snapshot;
 pub mod input;
 pub mod oom;
+pub mod outcome;
 pub mod pools;
 pub mod replay;
 pub mod run_dir;
