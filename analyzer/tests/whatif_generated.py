@@ -206,5 +206,12 @@ h.oom(200 * MIB)
 h.trace[-1]['device_free'] = 40 * MIB
 h.dump('avoidable')
 
+# A trace that disagrees with its final segments: a block allocated and never freed that
+# the segments do not hold.
+h = H()
+h.seg(A, 2 * MIB); h.alloc(A, 100, 512)
+h.live.clear()
+h.dump('inconsistent')
+
 with open(f'{out}/expected.json', 'w') as f:
     json.dump(expected, f)

@@ -326,3 +326,13 @@ fn other_settings_are_replayed_on_the_card_the_recorded_failure_shows() {
     assert_eq!(alt["failures"], serde_json::json!([]));
     assert_eq!(alt["recorded_failures_served"], 1);
 }
+
+#[test]
+fn a_trace_that_disagrees_with_its_segments_is_an_error_naming_the_file_and_entry() {
+    let dir = generate();
+    let input = dir.path().join("inconsistent.pickle");
+    let out = common::vramtrace(&["whatif", input.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("inconsistent.pickle: device 0: trace entry 1: alloc 0x7f0000000000"), "{err}");
+}
