@@ -334,5 +334,8 @@ fn a_trace_that_disagrees_with_its_segments_is_an_error_naming_the_file_and_entr
     let out = common::vramtrace(&["whatif", input.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("inconsistent.pickle: device 0: trace entry 1: alloc 0x7f0000000000"), "{err}");
+    assert!(
+        err.contains("inconsistent.pickle: device 0: trace entry 1: alloc 0x7f0000000000"),
+        "{err}"
+    );
 }

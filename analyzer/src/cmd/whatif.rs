@@ -314,5 +314,24 @@ fn text(out: &mut String, d: &Device) {
                 "", o.recorded_failures_served
             );
         }
+        let _ = writeln!(
+            out,
+            "  {:width$}  unused reserved over the trace: {}",
+            "",
+            unused_line(&o.samples)
+        );
     }
+}
+
+/// Reserved less allocated at ten points spread over the samples: fragmentation over time.
+fn unused_line(samples: &[crate::whatif::outcome::Sample]) -> String {
+    const POINTS: usize = 10;
+    let step = samples.len().div_ceil(POINTS).max(1);
+    let words: Vec<String> = samples
+        .iter()
+        .step_by(step)
+        .chain(samples.last())
+        .map(|s| bytes(s.reserved - s.allocated))
+        .collect();
+    words.join(", ")
 }
