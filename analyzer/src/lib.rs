@@ -13,3 +13,4 @@ pub mod run_id;
 pub mod snapshot;
 pub mod units;
 pub mod views;
+pub mod whatif;

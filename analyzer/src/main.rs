@@ -48,6 +48,9 @@ enum Command {
     Snapshot(cmd::snapshot::SnapshotArgs),
     /// One compressed file of a run (traces, snapshots, torch-*.json) for a bug report.
     Pack(cmd::pack::PackArgs),
+    /// Replay a snapshot's history through a model of PyTorch's caching allocator, under
+    /// other settings or on a smaller card.
+    Whatif(cmd::whatif::WhatifArgs),
 }
 
 fn main() {
@@ -66,6 +69,7 @@ fn main() {
         Command::Export(args) => cmd::export::export(args),
         Command::Snapshot(args) => cmd::snapshot::snapshot(args),
         Command::Pack(args) => cmd::pack::pack(args),
+        Command::Whatif(args) => cmd::whatif::whatif(args),
     };
     // process::exit runs no destructors: unpacked packs are removed here.
     vramtrace_analyzer::pack::cleanup();

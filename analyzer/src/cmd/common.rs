@@ -51,3 +51,10 @@ pub fn print(content: &str) -> Result<(), String> {
 pub fn duration(s: &str) -> Result<u64, String> {
     crate::units::parse_duration(s)
 }
+
+/// Prints a JSON document, pretty, with a final newline.
+pub fn print_json(doc: &serde_json::Value) -> Result<(), String> {
+    let mut text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    print(&text)
+}

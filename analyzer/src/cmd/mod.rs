@@ -14,3 +14,5 @@ pub mod snapshot;
 pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;
+pub mod whatif;
+pub mod whatif_oom;

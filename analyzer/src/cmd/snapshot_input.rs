@@ -135,10 +135,12 @@ fn verdict(
 pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
     let snap = load(path)?;
     let mut failures = Vec::new();
+    let replays = super::whatif_oom::oom_replays(&snap);
     for d in &snap.devices {
         let f = figures(d);
         for o in timeline::ooms(d) {
             let (kind, words) = verdict(o.requested, o.reserved, o.in_use, f.largest_free);
+            let avoided = replays.avoided_by(d.device, o.index, o.device_free);
             failures.push(json!({
                 "device": d.device,
                 "time_us": o.time_us,
@@ -149,6 +151,7 @@ pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
                 "largest_free_block_bytes": f.largest_free,
                 "verdict": kind,
                 "explanation": words,
+                "avoided_by": avoided,
                 "frames": o.frames.iter().take(12).map(|f| json!({"name": &*f.name, "filename": &*f.filename, "line": f.line})).collect::<Vec<_>>(),
             }));
         }
@@ -173,6 +176,9 @@ pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
                 units::bytes(f["requested_bytes"].as_u64().unwrap_or(0)),
                 f["explanation"].as_str().unwrap_or("")
             ));
+            if let Some(line) = super::whatif_oom::avoided_line(&f["avoided_by"]) {
+                o.push_str(&format!("  {line}\n"));
+            }
         }
         common::print(&o)?;
     }

@@ -92,3 +92,38 @@ pub fn json_view(args: &[&str]) -> (Value, Option<i32>, String) {
         .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}); stderr: {stderr}"));
     (v, out.status.code(), stderr)
 }
+
+/// Runs `python3 ARGS...`, which must succeed; its stdout.
+pub fn python3(args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python3: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// A device's segments as (address, size, [(block address, size, state)]).
+pub type Layout = Vec<(u64, u64, Vec<(u64, u64, &'static str)>)>;
+
+pub fn layout(s: &vramtrace_analyzer::snapshot::Snapshot, device: i64) -> Layout {
+    s.device(device)
+        .map(|d| {
+            d.segments
+                .iter()
+                .map(|g| {
+                    let b = g
+                        .blocks
+                        .iter()
+                        .map(|b| (b.address, b.size, b.state.name()))
+                        .collect();
+                    (g.address, g.total_size, b)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,72 @@
+//! The `oom` post-mortem of a snapshot, by replay: for each recorded out-of-memory error,
+//! which common settings would have avoided it (crate::whatif::avoid).
+
+use crate::units::bytes;
+use crate::whatif::{History, Settings};
+use serde_json::{json, Value};
+
+/// The replay histories of a snapshot, for the `oom` post-mortem; `None` where the
+/// snapshot cannot be replayed (the reason goes into the answer).
+pub struct OomReplays {
+    histories: Result<Vec<History>, String>,
+}
+
+pub fn oom_replays(snap: &crate::snapshot::Snapshot) -> OomReplays {
+    let histories = Settings::from_recorded(snap.allocator_settings.as_ref())
+        .and_then(|s| crate::whatif::from_snapshot::histories(snap, &s));
+    OomReplays { histories }
+}
+
+impl OomReplays {
+    /// `avoided_by` of docs/json.md: which common settings avoid the failure at `entry`.
+    pub fn avoided_by(&self, device: i64, entry: usize, device_free: Option<u64>) -> Value {
+        let hs = match &self.histories {
+            Ok(hs) => hs,
+            Err(e) => return json!({ "error": e }),
+        };
+        let Some(h) = hs.iter().find(|h| h.device == device) else {
+            return Value::Null;
+        };
+        if device_free.is_none() {
+            return json!({ "error": "the entry does not say what the driver had free" });
+        }
+        match crate::whatif::avoid::avoided_by(h, entry) {
+            Ok(Some(a)) => json!({
+                "capacity_bytes": a.capacity,
+                "reproduced": a.reproduced,
+                "settings": a.settings.iter().map(|(k, v)| json!({"settings": k, "avoids": v})).collect::<Vec<_>>(),
+            }),
+            Ok(None) => Value::Null,
+            Err(e) => json!({ "error": e }),
+        }
+    }
+}
+
+/// The post-mortem's line for an `avoided_by` value.
+pub fn avoided_line(v: &Value) -> Option<String> {
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        return Some(format!("by replay: not replayed ({e})"));
+    }
+    let cap = bytes(v.get("capacity_bytes")?.as_u64()?);
+    if v["reproduced"] != json!(true) {
+        return Some(format!(
+            "by replay: the model on {cap} (reserved plus the driver's free bytes) does not fail here, so it gives no verdict"
+        ));
+    }
+    let words: Vec<String> = v["settings"]
+        .as_array()?
+        .iter()
+        .map(|s| {
+            let would = if s["avoids"] == json!(true) {
+                "would have avoided it"
+            } else {
+                "would not"
+            };
+            format!("{} {would}", s["settings"].as_str().unwrap_or(""))
+        })
+        .collect();
+    Some(format!(
+        "by replay on {cap}: {} (expandable_segments is not modelled)",
+        words.join("; ")
+    ))
+}

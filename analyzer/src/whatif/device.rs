@@ -1,0 +1,123 @@
+//! What stands for the driver under the allocator: `cudaMalloc` and `cudaFree` of whole
+//! segments. A recording answers as the recorded run's driver did; a card of a given
+//! capacity answers by its free memory and picks addresses of its own.
+
+use super::input::{Event, Span};
+use super::replay::{describe, Drift};
+use super::sizes::ROUND_LARGE;
+use std::collections::{BTreeMap, VecDeque};
+
+pub trait Device {
+    /// A segment of `size` bytes while the allocator holds `reserved`: its address, or
+    /// `None` for out of memory.
+    fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64>;
+    fn free(&mut self, addr: u64, size: u64);
+}
+
+/// The recorded run's driver: `cudaMalloc` succeeds where the recording shows the next
+/// segment event of this request to be a `segment_alloc`, at the recorded address, and
+/// fails otherwise (the recording then shows cached segments released, or an `oom`).
+/// Every call is checked against the recorded events; the first difference is kept.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// The recorded segment events of the request being replayed (with their entry
+    /// indices), not yet matched.
+    pub expected: VecDeque<(usize, Event)>,
+    pub drift: Option<Drift>,
+    /// The source entry of the request being replayed.
+    pub current: usize,
+}
+
+impl Recorded {
+    fn differs(&mut self, did: String) {
+        if self.drift.is_some() {
+            return;
+        }
+        let (entry, message) = match self.expected.front() {
+            Some((at, e)) => (
+                *at,
+                format!(
+                    "the replay did {did} where the recording has {}",
+                    describe(e)
+                ),
+            ),
+            None => (
+                self.current,
+                format!("the replay did {did}, which the recording did not"),
+            ),
+        };
+        self.drift = Some(Drift { entry, message });
+    }
+}
+
+impl Device for Recorded {
+    fn malloc(&mut self, size: u64, _reserved: u64) -> Option<u64> {
+        match self.expected.front() {
+            Some(&(_, Event::SegmentAlloc(Span { addr, size: s, .. }))) => {
+                if s != size {
+                    self.differs(format!("segment_alloc of {size} bytes"));
+                }
+                self.expected.pop_front();
+                Some(addr)
+            }
+            _ => None,
+        }
+    }
+
+    fn free(&mut self, addr: u64, size: u64) {
+        match self.expected.front() {
+            Some(&(_, Event::SegmentFree(s))) if s.addr == addr && s.size == size => {
+                self.expected.pop_front();
+            }
+            _ => self.differs(format!("segment_free {addr:#x} of {size} bytes")),
+        }
+    }
+}
+
+/// A card on which the allocator may reserve `capacity` bytes (`None`: without limit).
+/// Addresses: the lowest free range above `base` that fits, 2 MiB aligned, as a driver's
+/// virtual address allocator would; no recorded address is reused unless freed.
+#[derive(Debug)]
+pub struct Card {
+    pub capacity: Option<u64>,
+    /// Address ranges handed out, by start.
+    used: BTreeMap<u64, u64>,
+    base: u64,
+}
+
+impl Card {
+    pub fn new(
+        capacity: Option<u64>,
+        base: u64,
+        initial: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Card {
+        Card {
+            capacity,
+            used: initial.into_iter().collect(),
+            base: base.div_ceil(ROUND_LARGE) * ROUND_LARGE,
+        }
+    }
+}
+
+impl Device for Card {
+    fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64> {
+        if let Some(cap) = self.capacity {
+            if reserved.saturating_add(size) > cap {
+                return None;
+            }
+        }
+        let mut at = self.base;
+        for (&start, &len) in self.used.range(self.base..) {
+            if start >= at.saturating_add(size) {
+                break;
+            }
+            at = at.max((start + len).div_ceil(ROUND_LARGE) * ROUND_LARGE);
+        }
+        self.used.insert(at, size);
+        Some(at)
+    }
+
+    fn free(&mut self, addr: u64, _size: u64) {
+        self.used.remove(&addr);
+    }
+}

@@ -1,0 +1,259 @@
+//! A PyTorch snapshot as replay input: each device's trace entries as requests, and the
+//! state at the trace's start rebuilt by undoing the trace, newest entry first, on the
+//! snapshot's final segments.
+
+use super::allocator::{StartBlock, StartSegment};
+use super::input::{Event, History, Span};
+use super::settings::Settings;
+use super::sizes::{pool_of_segment, round_size, should_split};
+use crate::snapshot::{Action, BlockState, DeviceSnapshot, Snapshot, TraceEntry};
+use std::collections::BTreeMap;
+
+/// One history per device whose trace has allocator entries.
+pub fn histories(snap: &Snapshot, settings: &Settings) -> Result<Vec<History>, String> {
+    let mut out = Vec::new();
+    for d in snap.devices.iter().filter(|d| !d.trace.is_empty()) {
+        let h = history(d, settings).map_err(|e| format!("device {}: {e}", d.device))?;
+        if !h.events.is_empty() {
+            out.push(h);
+        }
+    }
+    Ok(out)
+}
+
+/// Larger than any device: a corrupt entry, refused before it can overflow a sum.
+const MAX_SIZE: u64 = 1 << 50;
+
+/// The segments of a snapshot, with their allocated and pending-free blocks.
+fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
+    d.segments
+        .iter()
+        .map(|s| {
+            let mut sizes = std::iter::once(s.total_size).chain(s.blocks.iter().map(|b| b.size));
+            if sizes.any(|n| n > MAX_SIZE) || s.address > u64::MAX - MAX_SIZE {
+                return Err(format!(
+                    "segment {:#x}: not a plausible size or address",
+                    s.address
+                ));
+            }
+            if s.is_expandable {
+                return Err(format!(
+                    "segment {:#x} is an expandable segment, which this model does not replay",
+                    s.address
+                ));
+            }
+            Ok(StartSegment {
+                addr: s.address,
+                size: s.total_size,
+                stream: s.stream,
+                blocks: s
+                    .blocks
+                    .iter()
+                    .filter(|b| b.state != BlockState::Inactive)
+                    .map(|b| StartBlock {
+                        addr: b.address,
+                        size: b.size,
+                        requested: b.requested_size.unwrap_or(b.size),
+                        pending_free: b.state == BlockState::ActivePendingFree,
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
+    let mut h = History {
+        device: d.device,
+        settings: settings.clone(),
+        ..Default::default()
+    };
+    for (i, e) in d.trace.iter().enumerate() {
+        if e.size > MAX_SIZE || e.addr > u64::MAX - MAX_SIZE {
+            return Err(format!(
+                "trace entry {i}: {} of {} bytes at {:#x}: not a plausible size or address",
+                e.action.name(),
+                e.size,
+                e.addr
+            ));
+        }
+        let ev = match &e.action {
+            Action::Alloc => Event::Alloc {
+                size: e.size,
+                stream: e.stream,
+                addr: e.addr,
+            },
+            Action::FreeRequested => Event::FreeRequested {
+                addr: e.addr,
+                size: e.size,
+            },
+            Action::FreeCompleted => Event::FreeCompleted {
+                addr: e.addr,
+                size: e.size,
+            },
+            Action::SegmentAlloc => Event::SegmentAlloc(span(e)),
+            Action::SegmentFree => Event::SegmentFree(span(e)),
+            Action::Oom => Event::Oom {
+                size: e.size,
+                device_free: e.device_free,
+                stream: e.stream,
+            },
+            // A memory_snapshot() call: no change to the allocator.
+            Action::Snapshot => continue,
+            Action::SegmentMap | Action::SegmentUnmap => {
+                return Err(format!(
+                    "trace entry {i}: {}: expandable segments are not modelled",
+                    e.action.name()
+                ))
+            }
+            Action::Other(name) => {
+                return Err(format!("trace entry {i}: unknown action {name:?}"));
+            }
+        };
+        h.push(ev, i);
+    }
+    let end = end_state(d)?;
+    h.start = rebuild_start(&h, &end)?;
+    h.end = Some(end);
+    Ok(h)
+}
+
+/// A block live at some point of the backward walk; `size` unknown for blocks allocated
+/// before the trace and freed in it (the trace names their requested size only).
+struct Live {
+    size: Option<u64>,
+    requested: u64,
+    pending_free: bool,
+}
+
+/// The segments and live blocks when the trace starts.
+fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>, String> {
+    let mut segs: BTreeMap<u64, (u64, u64)> =
+        end.iter().map(|s| (s.addr, (s.size, s.stream))).collect();
+    let mut live: BTreeMap<u64, Live> = end
+        .iter()
+        .flat_map(|s| s.blocks.iter())
+        .map(|b| {
+            let l = Live {
+                size: Some(b.size),
+                requested: b.requested,
+                pending_free: b.pending_free,
+            };
+            (b.addr, l)
+        })
+        .collect();
+    let bad = |i: usize, what: &str| {
+        Err(format!(
+            "trace entry {}: {what}: the trace does not agree with the final segments",
+            h.source_index[i]
+        ))
+    };
+    for (i, ev) in h.events.iter().enumerate().rev() {
+        match *ev {
+            Event::SegmentAlloc(Span { addr, .. }) => {
+                if segs.remove(&addr).is_none() {
+                    return bad(
+                        i,
+                        &format!("segment_alloc {addr:#x} of a segment not there later"),
+                    );
+                }
+            }
+            Event::SegmentFree(Span { addr, size, stream }) => {
+                segs.insert(addr, (size, stream));
+            }
+            Event::Alloc { addr, .. } => {
+                if live.remove(&addr).is_none() {
+                    return bad(
+                        i,
+                        &format!(
+                            "alloc {addr:#x} of a block neither live at the end nor freed later"
+                        ),
+                    );
+                }
+            }
+            Event::FreeCompleted { addr, size } => {
+                let requested = size;
+                live.insert(
+                    addr,
+                    Live {
+                        size: None,
+                        requested,
+                        pending_free: true,
+                    },
+                );
+            }
+            Event::FreeRequested { addr, .. } => match live.get_mut(&addr) {
+                Some(l) => l.pending_free = false,
+                None => {
+                    return bad(
+                        i,
+                        &format!("free_requested {addr:#x} of a block not live after it"),
+                    )
+                }
+            },
+            Event::Oom { .. } => {}
+        }
+    }
+    let mut start: Vec<StartSegment> = segs
+        .iter()
+        .map(|(&addr, &(size, stream))| StartSegment {
+            addr,
+            size,
+            stream,
+            blocks: Vec::new(),
+        })
+        .collect();
+    let settings = &h.settings;
+    for (&addr, l) in &live {
+        let i = start.partition_point(|s| s.addr <= addr);
+        let seg = match i.checked_sub(1).map(|i| &mut start[i]) {
+            Some(s) if addr < s.addr + s.size => s,
+            _ => {
+                return Err(format!(
+                    "block {addr:#x}, live when the trace starts, lies in no segment"
+                ))
+            }
+        };
+        let next = live
+            .range(addr + 1..)
+            .next()
+            .map(|(&a, _)| a)
+            .filter(|&a| a < seg.addr + seg.size)
+            .unwrap_or(seg.addr + seg.size);
+        let gap = next - addr;
+        let size = match l.size {
+            Some(s) => s,
+            None => {
+                let rounded = round_size(l.requested, settings);
+                if rounded > gap {
+                    return Err(format!(
+                        "block {addr:#x} ({} bytes requested), live when the trace starts, overlaps the next block",
+                        l.requested
+                    ));
+                }
+                // Split as the allocator would have, had the space up to the next live
+                // block been one free block when it was allocated.
+                if should_split(pool_of_segment(seg.size), gap, rounded, settings) {
+                    rounded
+                } else {
+                    gap
+                }
+            }
+        };
+        seg.blocks.push(StartBlock {
+            addr,
+            size,
+            requested: l.requested,
+            pending_free: l.pending_free,
+        });
+    }
+    Ok(start)
+}
+
+fn span(e: &TraceEntry) -> Span {
+    Span {
+        addr: e.addr,
+        size: e.size,
+        stream: e.stream,
+    }
+}

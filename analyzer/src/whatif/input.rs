@@ -1,0 +1,67 @@
+//! What a replay reads: one device's allocator requests in order, the recorded segment
+//! events between them, and the state at the start. Any source (a PyTorch snapshot, a
+//! trace) is turned into this.
+
+use super::allocator::StartSegment;
+use super::settings::Settings;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The program asks for `size` bytes; `addr`: where the recorded run placed it (the
+    /// block's name for the frees that follow).
+    Alloc {
+        size: u64,
+        stream: u64,
+        addr: u64,
+    },
+    /// The program frees the block it got at `addr` (`size`: the bytes it had asked
+    /// for); the block is reused once `FreeCompleted`.
+    FreeRequested {
+        addr: u64,
+        size: u64,
+    },
+    FreeCompleted {
+        addr: u64,
+        size: u64,
+    },
+    /// Recorded driver calls: checked against the replay under the recorded settings.
+    SegmentAlloc(Span),
+    SegmentFree(Span),
+    /// A request for `size` bytes that failed in the recorded run; `device_free`: what
+    /// the driver then reported free.
+    Oom {
+        size: u64,
+        device_free: Option<u64>,
+        stream: u64,
+    },
+}
+
+/// An address range on a stream: a segment, or a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
+}
+
+/// One device's history.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub device: i64,
+    /// The allocator's segments when the history starts.
+    pub start: Vec<StartSegment>,
+    pub events: Vec<Event>,
+    /// For each event, its index among the source's entries (for messages and output).
+    pub source_index: Vec<usize>,
+    /// The segments at the end, as recorded, to check a replay against.
+    pub end: Option<Vec<StartSegment>>,
+    /// The settings of the recorded run.
+    pub settings: Settings,
+}
+
+impl History {
+    pub fn push(&mut self, event: Event, source: usize) {
+        self.events.push(event);
+        self.source_index.push(source);
+    }
+}
