@@ -115,6 +115,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     ("threads", "threads.c", "threads", Link::DynamicRuntime, &[]),
+    // Host-safety workloads (tests/tests/host.rs).
+    (
+        "env_race",
+        "env_race.c",
+        "env-race",
+        Link::DynamicRuntime,
+        &[],
+    ),
     (
         "fork_exec",
         "fork_exec.c",

@@ -16,6 +16,9 @@ const SYNCHRONOUS: [i32; 6] = [
     libc::SIGSYS,
 ];
 
+/// std's default stack size for new threads.
+const STACK_BYTES: usize = 2 << 20;
+
 /// Spawns a thread named `name` that starts with every asynchronous signal blocked: the
 /// mask is set in the spawning thread around the spawn, so the new one inherits it from
 /// its first instruction, and then put back.
@@ -33,7 +36,13 @@ where
         }
         let mut old: libc::sigset_t = std::mem::zeroed();
         let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old) == 0;
-        let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+        // An explicit stack size: without one, std reads RUST_MIN_STACK with getenv, from
+        // whichever program thread made the first CUDA call, while another program thread
+        // may be changing the environment.
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(STACK_BYTES)
+            .spawn(f);
         if masked {
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         }

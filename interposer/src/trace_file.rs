@@ -1,7 +1,7 @@
 //! A process's trace file: its name, its creation and its header line.
 
 use crate::{clock, output, settings};
-use vramtrace_schema::{Header, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
+use vramtrace_schema::{Header, Settings, FORMAT_NAME, FORMAT_VERSION};
 
 /// Creates this process's trace file and writes its header; returns the descriptor.
 pub fn open() -> Result<i32, String> {
@@ -25,10 +25,7 @@ fn header() -> Header {
                 .collect()
         })
         .unwrap_or_default();
-    let env = ENV_KEYS
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
+    let env = s.env.iter().cloned().collect();
     Header {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
