@@ -124,6 +124,27 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "crash_early",
+        "crash_early.c",
+        "crash-early",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "main_exit",
+        "main_exit.c",
+        "main-exit",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "exec_variants",
+        "exec_variants.c",
+        "exec-variants",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "fork_exec",
         "fork_exec.c",
         "fork-parent",

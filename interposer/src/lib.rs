@@ -16,9 +16,11 @@
 pub mod annotate;
 pub mod clock;
 pub mod dlsym;
+pub mod exec_list;
 pub mod exit;
 pub mod guard;
 pub mod hooks;
+pub mod last_thread;
 pub mod nvml;
 pub mod output;
 pub mod procaddr;

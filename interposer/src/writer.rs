@@ -55,6 +55,7 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
 });
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
+static FIRST_FLUSHED: AtomicBool = AtomicBool::new(false);
 
 /// Starts the writer thread on the first event of the process.
 #[inline]
@@ -66,7 +67,9 @@ pub fn ensure_thread() {
     let spawned = crate::thread::spawn("vramtrace-writer", move || loop {
         {
             let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
-            if !*woken {
+            // The first flush comes at once: it creates the file, and a crash in the
+            // first interval then still has a file to write its events to.
+            if !*woken && FIRST_FLUSHED.swap(true, Ordering::Relaxed) {
                 woken = match WAKE.1.wait_timeout(woken, interval) {
                     Ok((g, _)) => g,
                     Err(e) => e.into_inner().0,
@@ -79,6 +82,7 @@ pub fn ensure_thread() {
         // thread (std's mutex is not fair) waited for tens of seconds.
         if !FINISHING.load(Ordering::Relaxed) {
             flush_periodic();
+            crate::last_thread::exit_if_alone();
         }
         crate::nvml::poll();
     });
@@ -274,14 +278,39 @@ pub fn resume() {
     }
 }
 
-/// From a fatal-signal handler: no allocation and no waiting. If the writer is busy or
-/// the file was never opened, the events of the last flush interval are lost.
+/// How long a fatal-signal handler waits for the writer thread to let go of the writer or
+/// to create the file (a crash right after the first CUDA call comes before it).
+const SIGNAL_WAIT_NS: u64 = 1_000_000_000;
+
+/// From a fatal-signal handler: no allocation, and no waiting beyond [`SIGNAL_WAIT_NS`]
+/// (the writer thread may itself wait for something the crashed thread holds). If the
+/// writer is still busy then, or the file was never opened, the events of the last flush
+/// interval are lost.
 pub fn flush_from_signal(signal: i32) {
-    let Ok(mut w) = WRITER.try_lock() else {
+    if holding() {
         return;
-    };
-    let State::Open(fd) = w.state else {
-        return;
+    }
+    let deadline = clock::monotonic_ns() + SIGNAL_WAIT_NS;
+    let (mut w, fd) = loop {
+        match WRITER.try_lock() {
+            Ok(w) => match &w.state {
+                &State::Open(fd) => break (w, fd),
+                State::Failed => return,
+                State::Unopened if !THREAD_STARTED.load(Ordering::Relaxed) => return,
+                State::Unopened => {}
+            },
+            Err(std::sync::TryLockError::Poisoned(_)) => return,
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        if clock::monotonic_ns() >= deadline {
+            return;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: nanosleep is async-signal-safe; valid pointer.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     };
     let mut line = JsonBuf::new();
     let mut failed = false;
@@ -507,6 +536,8 @@ pub fn after_fork_child() {
         }
     });
     THREAD_STARTED.store(false, Ordering::Relaxed);
+    FIRST_FLUSHED.store(false, Ordering::Relaxed);
+    crate::thread::after_fork_child();
     SYNC_WRITES.store(false, Ordering::Relaxed);
     FINISHING.store(false, Ordering::Relaxed);
     own();

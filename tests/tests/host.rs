@@ -96,3 +96,80 @@ fn an_environment_changed_under_the_writer() {
         );
     }
 }
+
+/// The one trace of a run that printed one truth, with its end record's reason.
+fn end_reason(out: &Outcome, workload: &str) -> String {
+    let trace = out.trace_for(out.truth(workload));
+    let end = trace.notes.end.as_ref().unwrap_or_else(|| {
+        panic!(
+            "{}: no end record; stderr: {}",
+            trace.path.display(),
+            out.stderr()
+        )
+    });
+    assert_eq!(
+        end.events,
+        trace.events.len() as u64,
+        "the end counts the events"
+    );
+    end.reason.clone()
+}
+
+/// A crash right after the first allocations, long before the first periodic flush,
+/// still leaves the trace, with every event and an end record naming the signal.
+#[test]
+fn a_crash_in_the_first_flush_interval_leaves_a_trace() {
+    for (arg, signal) in [("segv", libc::SIGSEGV), ("abort", libc::SIGABRT)] {
+        let out = run_traced("crash_early", &[arg], &[]);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.output.status.signal(),
+            Some(signal),
+            "{arg}: dies as untraced"
+        );
+        assert_eq!(each_truth_traced(&out, "crash-early"), 1, "{arg}");
+        assert_eq!(end_reason(&out, "crash-early"), format!("signal {signal}"));
+    }
+}
+
+/// `main` ends with `pthread_exit`: the process ends when its last thread does, with
+/// status 0 (glibc's `exit(0)`, which prints the truth), and the trace is complete.
+#[test]
+fn the_process_ends_with_its_last_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = traced(
+        "main_exit",
+        &["4", "200"],
+        &format!("{}/", dir.path().display()),
+    );
+    let out = finish(run_within(&mut cmd, Duration::from_secs(30)), dir);
+    succeeded(&out.output);
+    assert_eq!(each_truth_traced(&out, "main-exit"), 1);
+    assert_eq!(end_reason(&out, "main-exit"), "exit");
+}
+
+/// Every exec and exit entry point glibc exports: the image's events are all written,
+/// with an end record, and an exec'd program writes its own trace.
+#[test]
+fn every_exec_and_exit_entry_point_ends_the_trace() {
+    let cases = [
+        ("execl", "exec"),
+        ("execlp", "exec"),
+        ("execle", "exec"),
+        ("fexecve", "exec"),
+        ("execveat", "exec"),
+        ("exit", "exit"),
+        ("_exit", "_exit"),
+        ("_Exit", "_exit"),
+        ("quick_exit", "_exit"),
+    ];
+    for (how, reason) in cases {
+        let out = run_traced("exec_variants", &[how], &[]);
+        succeeded(&out.output);
+        assert_eq!(each_truth_traced(&out, "exec-variants"), 1, "{how}");
+        assert_eq!(end_reason(&out, "exec-variants"), reason, "{how}");
+        if reason == "exec" {
+            assert_eq!(each_truth_traced(&out, "runtime-dynamic"), 1, "{how}");
+        }
+    }
+}
