@@ -138,6 +138,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "fd_reuse",
+        "fd_reuse.c",
+        "fd-reuse",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
         "exec_variants",
         "exec_variants.c",
         "exec-variants",

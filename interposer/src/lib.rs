@@ -30,6 +30,7 @@ pub mod settings;
 pub mod stack;
 pub mod symbols;
 pub mod thread;
+pub mod trace_fd;
 pub mod trace_file;
 pub mod unload;
 pub mod warn;

@@ -3,16 +3,16 @@
 use crate::{clock, output, settings};
 use vramtrace_schema::{Header, Settings, FORMAT_NAME, FORMAT_VERSION};
 
-/// Creates this process's trace file and writes its header; returns the descriptor.
-pub fn open() -> Result<i32, String> {
+/// Creates this process's trace file and writes its header.
+pub fn open() -> Result<crate::trace_fd::TraceFd, String> {
     let header = header();
     let rank = header.env.get("RANK").map(String::as_str).unwrap_or("0");
     let path = output::expand(&settings::get().output, header.pid, &header.host, rank);
-    let (fd, _path) = output::create(&path)?;
+    let (fd, created) = output::create(&path)?;
     let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
     line.push(b'\n');
     output::write_all(fd, &line).map_err(|e| format!("cannot write the trace {path}: {e}"))?;
-    Ok(fd)
+    Ok(crate::trace_fd::TraceFd::new(fd, &created))
 }
 
 fn header() -> Header {

@@ -5,6 +5,7 @@
 use crate::queue::{self, Queued};
 use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
+use crate::trace_fd::TraceFd;
 use crate::{clock, output, settings, warn};
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
@@ -17,7 +18,7 @@ enum State {
     /// No file yet: it is created with the first flush that has something to write, so a
     /// process that never touches device memory leaves no trace file.
     Unopened,
-    Open(i32),
+    Open(TraceFd),
     /// Creating or writing failed: warned once, events are dropped from now on.
     Failed,
 }
@@ -258,7 +259,7 @@ fn end(w: &mut Locked, reason: &str) {
     // that window stayed in the queue until the process was gone.
     SYNC_WRITES.store(true, Ordering::Relaxed);
     w.flush(None);
-    if let State::Open(fd) = w.state {
+    if let State::Open(_) = w.state {
         let end = End {
             t: clock::now(),
             events: w.written,
@@ -266,7 +267,7 @@ fn end(w: &mut Locked, reason: &str) {
         };
         let mut line = JsonBuf::new();
         end.write_json(&mut line);
-        w.write(fd, line.as_bytes());
+        w.write(line.as_bytes());
     }
 }
 
@@ -293,8 +294,11 @@ pub fn flush_from_signal(signal: i32) {
     let deadline = clock::monotonic_ns() + SIGNAL_WAIT_NS;
     let (mut w, fd) = loop {
         match WRITER.try_lock() {
-            Ok(w) => match &w.state {
-                &State::Open(fd) => break (w, fd),
+            Ok(mut w) => match &mut w.state {
+                State::Open(t) => match t.checked() {
+                    Some(fd) => break (w, fd),
+                    None => return,
+                },
                 State::Failed => return,
                 State::Unopened if !THREAD_STARTED.load(Ordering::Relaxed) => return,
                 State::Unopened => {}
@@ -367,21 +371,18 @@ impl Writer {
     }
 
     fn write_events(&mut self, batch: &mut [Queued], ips: &[u64]) {
-        let fd = match self.state {
-            State::Open(fd) => fd,
+        match self.state {
+            State::Open(_) => {}
             State::Failed => return,
             State::Unopened => match crate::trace_file::open() {
-                Ok(fd) => {
-                    self.state = State::Open(fd);
-                    fd
-                }
+                Ok(file) => self.state = State::Open(file),
                 Err(msg) => {
                     self.state = State::Failed;
                     warn::once(&msg);
                     return;
                 }
             },
-        };
+        }
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         for (id, name) in crate::annotate::names_after(self.names_written) {
@@ -416,13 +417,22 @@ impl Writer {
             e.write_json(&mut text);
             progressed();
         }
-        if self.write(fd, &text) {
+        if self.write(&text) {
             self.written += batch.len() as u64;
         }
         self.text = text;
     }
 
-    fn write(&mut self, fd: i32, bytes: &[u8]) -> bool {
+    /// Writes to the trace file, after checking the descriptor is still the trace's.
+    fn write(&mut self, bytes: &[u8]) -> bool {
+        let State::Open(file) = &mut self.state else {
+            return false;
+        };
+        let Some(fd) = file.checked() else {
+            self.state = State::Failed;
+            warn::once("the trace file was closed by the program and is gone or replaced: no more events are written");
+            return false;
+        };
         let written = output::write_all(fd, bytes);
         progressed();
         match written {
@@ -521,9 +531,9 @@ pub fn after_fork_child() {
         }) = h.borrow_mut().take()
         {
             queue.clear();
-            if let State::Open(fd) = w.state {
-                // SAFETY: the parent's descriptor, not the child's to write.
-                unsafe { libc::close(fd) };
+            if let State::Open(file) = &w.state {
+                // The parent's descriptor, not the child's to write.
+                file.close_if_ours();
             }
             w.state = State::Unopened;
             w.written = 0;

@@ -173,3 +173,31 @@ fn every_exec_and_exit_entry_point_ends_the_trace() {
         }
     }
 }
+
+/// The program closes every descriptor and opens its own log (which gets the trace's
+/// old number), or `dup2`s its log onto every descriptor: its log holds only its own
+/// lines, and the trace every call and an end record.
+#[test]
+fn descriptors_taken_back_by_the_program() {
+    for how in ["close_range", "dup2"] {
+        let logs = tempfile::tempdir().unwrap();
+        let log = logs.path().join("own.log");
+        let out = run_traced(
+            "fd_reuse",
+            &[how, log.to_str().unwrap()],
+            &[("VRAMTRACE_FLUSH_MS", "1")],
+        );
+        succeeded(&out.output);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let foreign: Vec<&str> = text.lines().filter(|l| !l.starts_with("LOG ")).collect();
+        assert_eq!(
+            foreign[..foreign.len().min(3)],
+            [""; 0],
+            "{how}: in the program's log"
+        );
+        let expected: String = (0..20).map(|i| format!("LOG {i}\n")).collect();
+        assert_eq!(text, expected, "{how}: the program's log is its own");
+        assert_eq!(each_truth_traced(&out, "fd-reuse"), 1, "{how}");
+        assert_eq!(end_reason(&out, "fd-reuse"), "exit", "{how}");
+    }
+}
