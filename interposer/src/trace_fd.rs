@@ -17,12 +17,18 @@ pub struct TraceFd {
     dev: u64,
     ino: u64,
     path: CString,
+    /// Bytes of the file that are whole writes: where a failed write is cut back to.
+    length: u64,
+}
+
+fn stat(fd: i32) -> Option<libc::stat> {
+    // SAFETY: stat is plain data; fstat is async-signal-safe.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
 }
 
 fn identity(fd: i32) -> Option<(u64, u64)> {
-    // SAFETY: stat is plain data; fstat is async-signal-safe.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+    stat(fd).map(|st| (st.st_dev, st.st_ino))
 }
 
 /// The lowest number the trace's descriptor is moved to: high enough that a program's
@@ -56,12 +62,13 @@ impl TraceFd {
     /// Takes over `fd`, the trace just created at `path`.
     pub fn new(fd: i32, path: &str) -> TraceFd {
         let fd = moved_high(fd);
-        let (dev, ino) = identity(fd).unwrap_or((0, 0));
+        let st = stat(fd);
         TraceFd {
             fd,
-            dev,
-            ino,
+            dev: st.map_or(0, |st| st.st_dev),
+            ino: st.map_or(0, |st| st.st_ino),
             path: CString::new(path).unwrap_or_default(),
+            length: st.map_or(0, |st| st.st_size as u64),
         }
     }
 
@@ -92,6 +99,22 @@ impl TraceFd {
         }
         self.fd = moved_high(fd);
         Some(self.fd)
+    }
+
+    /// `bytes` more were written whole.
+    pub fn wrote(&mut self, bytes: usize) {
+        self.length += bytes as u64;
+    }
+
+    /// After a failed write (a full disk, a file size limit): drops what it wrote of its
+    /// bytes, so that the file ends with a whole line and the room the partial write
+    /// took is free again for a last record.
+    pub fn cut_back(&self, fd: i32) {
+        // SAFETY: ftruncate and lseek on the trace's own descriptor.
+        unsafe {
+            libc::ftruncate(fd, self.length as libc::off_t);
+            libc::lseek(fd, self.length as libc::off_t, libc::SEEK_SET);
+        }
     }
 
     /// In a forked child: the parent's descriptor is closed, unless the number is now

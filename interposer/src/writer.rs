@@ -436,13 +436,40 @@ impl Writer {
         let written = output::write_all(fd, bytes);
         progressed();
         match written {
-            Ok(()) => true,
+            Ok(()) => {
+                file.wrote(bytes.len());
+                true
+            }
             Err(e) => {
+                // The writer knows why the trace stops here: it says so in a last end
+                // record (a trace without one reads as a killed process), after cutting
+                // the failed write back so that the record has room and follows a whole
+                // line. One try: if even that fails, the trace ends at its last whole line.
+                file.cut_back(fd);
+                let mut line = JsonBuf::new();
+                End {
+                    t: clock::now(),
+                    events: self.written,
+                    reason: format!("write failed: {}", failure(&e)),
+                }
+                .write_json(&mut line);
+                let _ = output::write_all(fd, line.as_bytes());
                 self.state = State::Failed;
                 warn::once(&format!("cannot write the trace: {e}"));
                 false
             }
         }
+    }
+}
+
+/// Why a write failed, in words that need no escaping in a JSON string.
+fn failure(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "no space left on device".into(),
+        Some(libc::EDQUOT) => "disk quota exceeded".into(),
+        Some(libc::EFBIG) => "file size limit reached".into(),
+        Some(code) => format!("os error {code}"),
+        None => "short write".into(),
     }
 }
 

@@ -113,11 +113,22 @@ pub struct End {
     pub t: u64,
     /// Events written before this record.
     pub events: u64,
-    /// `exit`, `_exit`, `exec`, or `signal N`.
+    /// `exit`, `_exit`, `exec`, `signal N`, or `write failed: WHY` (the process went on,
+    /// its trace could not).
     pub reason: String,
 }
 
+/// How an end record whose trace the writer could not continue begins.
+pub const WRITE_FAILED: &str = "write failed";
+
 impl End {
+    /// The reason, when the trace was cut because writing failed (a full disk).
+    pub fn write_failure(&self) -> Option<&str> {
+        self.reason
+            .starts_with(WRITE_FAILED)
+            .then_some(self.reason.as_str())
+    }
+
     pub fn write_json(&self, out: &mut JsonBuf) {
         End::write_parts(self.t, self.events, &self.reason, out);
     }

@@ -201,3 +201,54 @@ fn descriptors_taken_back_by_the_program() {
         assert_eq!(end_reason(&out, "fd-reuse"), "exit", "{how}");
     }
 }
+
+/// A disk that fills up (simulated by a file size limit, with SIGXFSZ ignored as a
+/// program may: writes then fail with EFBIG, as with ENOSPC): the program runs on
+/// unharmed, and the trace ends with whole lines and an end record that says why, which
+/// the summary shows instead of calling the process killed.
+#[test]
+fn a_full_disk_is_named_in_the_trace() {
+    use std::os::unix::process::CommandExt;
+    const LIMIT_BYTES: u64 = 64 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = traced(
+        "threads",
+        &["4", "2000"],
+        &format!("{}/", dir.path().display()),
+    );
+    // SAFETY: setrlimit and signal are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT_BYTES,
+                rlim_max: LIMIT_BYTES,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = finish(run_within(&mut cmd, LIMIT), dir);
+    succeeded(&out.output);
+    let truth = out.truth("threads");
+    let calls: u64 = expected_calls(truth, same).values().map(|c| c.count).sum();
+    assert_eq!(calls, 16_000, "the program made all its calls");
+    let trace = out.trace_for(truth);
+    assert!(trace.error.is_none(), "{:?}", trace.error);
+    assert_eq!(trace.notes.truncated_line, None, "ends with a whole line");
+    let size = std::fs::metadata(&trace.path).unwrap().len();
+    assert!(size <= LIMIT_BYTES, "{size}");
+    let reason = end_reason(&out, "threads");
+    assert_eq!(reason, "write failed: file size limit reached");
+    assert!((trace.events.len() as u64) < calls);
+
+    let summary = out.summary();
+    let process = &summary["processes"][0];
+    assert_eq!(process["complete"], false);
+    assert_eq!(process["cut_by"], reason);
+    let text = out.view(&["summary"]);
+    assert!(
+        text.contains("(trace cut: write failed: file size limit reached; the process went on)"),
+        "{text}"
+    );
+}

@@ -82,10 +82,10 @@ pub fn text(s: &Summary) -> String {
             .as_ref()
             .map(|r| format!(", rank {r}"))
             .unwrap_or_default();
-        let state = if p.complete {
-            ""
-        } else {
-            " (trace cut: the process did not exit normally)"
+        let state = match (&p.cut_by, p.complete) {
+            (Some(why), _) => format!(" (trace cut: {why}; the process went on)"),
+            (None, true) => String::new(),
+            (None, false) => " (trace cut: the process did not exit normally)".into(),
         };
         let _ = writeln!(
             o,
