@@ -68,7 +68,7 @@ fn num_threads() -> Option<usize> {
 }
 
 /// The state letter of a `stat` line.
-fn state(stat: &[u8]) -> Option<u8> {
+pub(crate) fn state(stat: &[u8]) -> Option<u8> {
     after_name(stat)?
         .iter()
         .copied()

@@ -14,6 +14,7 @@
 //! change what a call returns.
 
 pub mod annotate;
+pub mod bound;
 pub mod clock;
 pub mod dlsym;
 pub mod exec_list;

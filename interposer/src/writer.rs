@@ -39,6 +39,8 @@ struct Writer {
     symbols: Option<Symbolizer>,
     /// Marker names already in this file.
     names_written: u64,
+    /// Calls not recorded ([`crate::bound::lost`]) already counted in this file.
+    lost_written: u64,
 }
 
 static WRITER: Mutex<Writer> = Mutex::new(Writer {
@@ -53,10 +55,18 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
     stacks: None,
     symbols: None,
     names_written: 0,
+    lost_written: 0,
 });
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
 static FIRST_FLUSHED: AtomicBool = AtomicBool::new(false);
+/// The writer thread's kernel id (0: none yet).
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+
+/// The writer thread's kernel id, 0 while there is none.
+pub fn thread_id() -> u32 {
+    WRITER_TID.load(Ordering::Relaxed)
+}
 
 /// Starts the writer thread on the first event of the process.
 #[inline]
@@ -66,6 +76,13 @@ pub fn ensure_thread() {
     }
     let interval = Duration::from_millis(settings::get().flush_ms);
     let spawned = crate::thread::spawn("vramtrace-writer", move || loop {
+        if WRITER_TID.load(Ordering::Relaxed) == 0 {
+            // SAFETY: gettid has no preconditions.
+            WRITER_TID.store(
+                unsafe { libc::syscall(libc::SYS_gettid) } as u32,
+                Ordering::Relaxed,
+            );
+        }
         {
             let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
             // The first flush comes at once: it creates the file, and a crash in the
@@ -223,6 +240,11 @@ fn progressed() {
     PROGRESS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The writer's progress count: it changes while the writer works.
+pub fn progress() -> u64 {
+    PROGRESS.load(Ordering::Relaxed)
+}
+
 /// [`finish`], unless the writer, busy on another thread, makes no progress for
 /// `stalled` (a write blocked on a hung file system) or has not let go after `at_most`:
 /// then nothing more is written.
@@ -264,6 +286,7 @@ fn end(w: &mut Locked, reason: &str) {
             t: clock::now(),
             events: w.written,
             reason: reason.to_string(),
+            queue_peak_bytes: Some(crate::bound::peak()),
         };
         let mut line = JsonBuf::new();
         end.write_json(&mut line);
@@ -361,7 +384,7 @@ impl Writer {
             self.carry.push(q.moved(start));
         }
         batch.truncate(keep);
-        if !batch.is_empty() {
+        if !batch.is_empty() || crate::bound::lost() > self.lost_written {
             self.write_events(&mut batch, &ips);
         }
         batch.clear();
@@ -385,14 +408,27 @@ impl Writer {
         }
         let mut text = std::mem::take(&mut self.text);
         text.clear();
+        let lost = crate::bound::lost();
+        if lost > self.lost_written {
+            let mut line = JsonBuf::new();
+            vramtrace_schema::Lost {
+                t: clock::now(),
+                calls: lost - self.lost_written,
+            }
+            .write_json(&mut line);
+            text.extend_from_slice(line.as_bytes());
+            self.lost_written = lost;
+        }
         for (id, name) in crate::annotate::names_after(self.names_written) {
             let record = serde_json::json!({ "name": { "id": id, "text": name } });
             let _ = serde_json::to_writer(&mut text, &record);
             text.push(b'\n');
             self.names_written = id;
         }
-        let stacks = self.stacks.get_or_insert_with(Interner::default);
-        let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
+        // Out of the writer while it writes in chunks; put back below.
+        let mut stacks = self.stacks.take().unwrap_or_default();
+        let mut symbols = self.symbols.take().unwrap_or_default();
+        let mut formatted = 0u64;
         // Each stack is tagged with the unload epoch it was taken in; `dlclose` writes
         // what is queued before it unloads, so nearly all are named while still mapped.
         let now = crate::unload::unloads();
@@ -411,16 +447,29 @@ impl Writer {
                 // be another library's, so its native frames are left unnamed.
                 let current = epoch == now.min(u16::MAX as u64);
                 e.stack = stacks.intern(frames, |node| {
-                    write_node(&mut text, symbols, &node, current)
+                    write_node(&mut text, &mut symbols, &node, current)
                 });
             }
             e.write_json(&mut text);
+            formatted += 1;
             progressed();
+            // Bounded writes: the text of a large batch is not held whole, and no write
+            // is so large that a fork (which waits for the writer) waits long behind it.
+            if text.len() >= WRITE_CHUNK {
+                if !self.write(&text) {
+                    break;
+                }
+                self.written += std::mem::take(&mut formatted);
+                text.clear();
+            }
         }
-        if self.write(&text) {
-            self.written += batch.len() as u64;
+        if !text.is_empty() && self.write(&text) {
+            self.written += formatted;
         }
+        text.clear();
         self.text = text;
+        self.stacks = Some(stacks);
+        self.symbols = Some(symbols);
     }
 
     /// Writes to the trace file, after checking the descriptor is still the trace's.
@@ -451,6 +500,7 @@ impl Writer {
                     t: clock::now(),
                     events: self.written,
                     reason: format!("write failed: {}", failure(&e)),
+                    queue_peak_bytes: Some(crate::bound::peak()),
                 }
                 .write_json(&mut line);
                 let _ = output::write_all(fd, line.as_bytes());
@@ -461,6 +511,9 @@ impl Writer {
         }
     }
 }
+
+/// The most bytes given to one write.
+const WRITE_CHUNK: usize = 1 << 20;
 
 /// Why a write failed, in words that need no escaping in a JSON string.
 fn failure(e: &std::io::Error) -> String {
@@ -566,6 +619,7 @@ pub fn after_fork_child() {
             w.written = 0;
             w.stacks = None;
             w.names_written = 0;
+            w.lost_written = 0;
             // Held-back events are the parent's to write.
             w.carry.clear();
             w.carry_ips.clear();
@@ -574,6 +628,7 @@ pub fn after_fork_child() {
     });
     THREAD_STARTED.store(false, Ordering::Relaxed);
     FIRST_FLUSHED.store(false, Ordering::Relaxed);
+    WRITER_TID.store(0, Ordering::Relaxed);
     crate::thread::after_fork_child();
     SYNC_WRITES.store(false, Ordering::Relaxed);
     FINISHING.store(false, Ordering::Relaxed);

@@ -252,3 +252,55 @@ fn a_full_disk_is_named_in_the_trace() {
         "{text}"
     );
 }
+
+/// A program that calls faster than the writer writes, under a 1 MiB queue bound: every
+/// call is still recorded exactly once (the hooks wait for a writer that makes progress),
+/// and the queue never held more than the bound (and one chunk of slack per shard).
+#[test]
+fn a_program_faster_than_the_writer_is_held_to_the_bound() {
+    let out = run_traced("threads", &["8", "20000"], &[("VRAMTRACE_QUEUE_MB", "1")]);
+    succeeded(&out.output);
+    let truth = out.truth("threads");
+    let trace = out.trace_for(truth);
+    let made: u64 = expected_calls(truth, same).values().map(|c| c.count).sum();
+    let recorded = trace.program_calls().count() as u64;
+    assert_eq!(
+        (recorded + trace.notes.lost_calls, made),
+        (made, 320_000),
+        "recorded {recorded} + not recorded {}",
+        trace.notes.lost_calls
+    );
+    let end = trace.notes.end.as_ref().unwrap();
+    let peak = end
+        .queue_peak_bytes
+        .expect("the end record has the queue's peak");
+    // 64 shards, each adding to the total by 4 KiB (1 MiB / 256) at a time.
+    let slack = 64 * 4096;
+    assert!(peak <= (1 << 20) + slack, "queue peak {peak} bytes");
+    assert_eq!(out.summary()["processes"][0]["calls_not_recorded"], 0);
+}
+
+/// `lost` records are added up by the reader, and the summary shows the count.
+#[test]
+fn calls_not_recorded_are_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = r#"{"format":"vramtrace","version":1,"pid":7,"ppid":1,"host":"h","argv":["a"],"exe":"/a","start_unix_ns":1,"start_mono_ns":1,"env":{},"settings":{"output":"o","children":true,"flush_ms":100,"stack_depth":0,"python":false},"interposer":"0"}"#;
+    let lines = [
+        header,
+        r#"{"t":10,"tid":7,"dev":0,"api":"cudaMalloc","res":0,"addr":4096,"size":4096}"#,
+        r#"{"lost":{"t":20,"calls":1200}}"#,
+        r#"{"t":30,"tid":7,"dev":0,"api":"cudaFree","res":0,"addr":4096}"#,
+        r#"{"lost":{"t":40,"calls":34}}"#,
+        r#"{"end":{"t":50,"events":2,"reason":"exit","queue_peak_bytes":1048576}}"#,
+    ];
+    std::fs::write(dir.path().join("t.jsonl"), lines.join("\n") + "\n").unwrap();
+    let summary = vramtrace_tests::harness::summary_of(dir.path());
+    assert_eq!(summary["processes"][0]["calls_not_recorded"], 1234);
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .arg("summary")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1234 calls not recorded"), "{text}");
+}

@@ -104,6 +104,13 @@ pub fn text(s: &Summary) -> String {
             units::count(p.leaked_blocks, "block"),
             units::bytes(p.leaked_bytes)
         );
+        if p.calls_not_recorded > 0 {
+            let _ = writeln!(
+                o,
+                "  {} not recorded: vramtrace's queue was full and its writer stalled (docs/host.md)",
+                units::count(p.calls_not_recorded, "call")
+            );
+        }
         for d in &p.devices {
             let _ = writeln!(
                 o,

@@ -42,6 +42,8 @@ pub struct ProcessSummary {
     pub complete: bool,
     /// The end record's reason when writing the trace failed (`write failed: ...`).
     pub cut_by: Option<String>,
+    /// Calls the interposer counted but could not record (its queue was full).
+    pub calls_not_recorded: u64,
     pub truncated: bool,
     pub error: Option<String>,
     pub events: u64,
@@ -175,6 +177,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         start_unix_ns: p.header.start_unix_ns,
         complete: p.ended() && cut_by(p).is_none(),
         cut_by: cut_by(p),
+        calls_not_recorded: p.notes.lost_calls,
         truncated: p.notes.truncated_line.is_some(),
         error: p.error.as_ref().map(|e| e.to_string()),
         events: p.counts.events,
