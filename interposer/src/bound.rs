@@ -27,9 +27,11 @@ static LOST: AtomicU64 = AtomicU64::new(0);
 static STALLED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// How long a hook waits at the bound for a writer that makes no progress and is not
-/// runnable (blocked in a write or on a lock). One that is runnable only waits for a CPU
-/// (on a loaded machine, for longer than this): it is waited for.
-const STUCK_NS: u64 = 100_000_000;
+/// runnable (blocked in a write or on a lock): as long as `_exit` waits for a stalled
+/// writer. One that is runnable only waits for a CPU: it is waited for. (100 ms lost 0.8%
+/// of 3.2 million calls while the test suite loaded the machine: the writer sat in the
+/// kernel's dirty-page throttling, state D, for longer.)
+const STUCK_NS: u64 = 5_000_000_000;
 
 fn limit() -> usize {
     settings::get().queue_bytes
@@ -62,11 +64,11 @@ pub fn released(accounted: usize) {
 /// counted as not recorded.
 #[inline]
 pub fn room(tid: u32) -> bool {
-    QUEUED.load(Ordering::Relaxed) < limit() || wait_for_room(tid)
+    QUEUED.load(Ordering::Relaxed) < limit() || wait_for_room(tid, STUCK_NS)
 }
 
 #[cold]
-fn wait_for_room(tid: u32) -> bool {
+fn wait_for_room(tid: u32, stuck_ns: u64) -> bool {
     // A thread that writes its own events (the process is ending, or there is no writer
     // thread) and the writer's own thread never wait for the writer.
     if writer::sync_writes() || crate::thread::is_ours(tid) {
@@ -88,7 +90,7 @@ fn wait_for_room(tid: u32) -> bool {
         let now = clock::monotonic_ns();
         if progress != seen || writer_runnable() {
             (seen, since) = (progress, now);
-        } else if now.saturating_sub(since) >= STUCK_NS {
+        } else if now.saturating_sub(since) >= stuck_ns {
             STALLED_AT.store(seen, Ordering::Relaxed);
             LOST.fetch_add(1, Ordering::Relaxed);
             return false;
@@ -128,18 +130,16 @@ pub fn after_fork_child() {
 mod tests {
     use super::*;
 
-    /// At the bound, with no writer making progress: the first call waits
-    /// [`STUCK_NS`] and is counted, the next is counted at once; below the bound again,
-    /// calls are queued.
+    /// At the bound, with no writer making progress: the first call waits (50 ms here)
+    /// and is counted, the next is counted at once; below the bound again, calls are
+    /// queued.
     #[test]
     fn a_stalled_writer_costs_counted_calls_not_memory() {
         let mut accounted = 0;
         account(&mut accounted, limit());
         assert_eq!(QUEUED.load(Ordering::Relaxed), limit());
         assert_eq!(peak(), limit() as u64);
-        let start = clock::monotonic_ns();
-        assert!(!room(1));
-        assert!(clock::monotonic_ns() - start >= STUCK_NS);
+        assert!(!wait_for_room(1, 50_000_000));
         assert!(!room(1));
         assert_eq!(lost(), 2);
         released(accounted);

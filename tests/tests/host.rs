@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 use support::{listing, run_within, succeeded, traced};
 use vramtrace_tests::harness::{expected_calls, finish, same, Outcome};
@@ -303,4 +304,82 @@ fn calls_not_recorded_are_shown() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("1234 calls not recorded"), "{text}");
+}
+
+/// After the program closed the trace's descriptor, someone replaces the trace file: with
+/// a symlink to a file they want written, or with a file of their own. The trace is never
+/// opened through the link nor continued in the other file: both stay as they were, and
+/// vramtrace says once that it stopped.
+#[test]
+fn a_replaced_trace_file_is_not_reopened() {
+    for target in ["victim", "-"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("out");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "VICTIM\n").unwrap();
+        let log = dir.path().join("own.log");
+        let planted = if target == "-" {
+            "-"
+        } else {
+            victim.to_str().unwrap()
+        };
+        let mut cmd = traced(
+            "fd_reuse",
+            &[
+                "close_range",
+                log.to_str().unwrap(),
+                out_dir.to_str().unwrap(),
+                planted,
+            ],
+            &format!("{}/", out_dir.display()),
+        );
+        cmd.env("VRAMTRACE_FLUSH_MS", "1");
+        let out = run_within(&mut cmd, LIMIT);
+        succeeded(&out);
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "VICTIM\n",
+            "{target}"
+        );
+        let names = listing(&out_dir);
+        assert_eq!(names.len(), 2, "{names:?}");
+        let name = &names[0];
+        let replaced = out_dir.join(name);
+        if target == "-" {
+            assert_eq!(std::fs::read_to_string(&replaced).unwrap(), "PLANTED\n");
+        } else {
+            assert!(std::fs::symlink_metadata(&replaced).unwrap().is_symlink());
+        }
+        let moved = vramtrace_tests::harness::Trace::read(&out_dir.join(&names[1])).unwrap();
+        assert_eq!(moved.events.len(), 10, "the five pairs before the close");
+        let warnings = support::vramtrace_lines(&out.stderr);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+}
+
+/// The PyTorch hook puts its files beside the traces, so it fills `%h` and `%r` as the
+/// interposer does (the names the interposer's own unit test expects).
+#[test]
+fn the_pytorch_hook_fills_rank_and_host_as_the_interposer_does() {
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../analyzer/python/vramtrace_torch/sitecustomize.py");
+    let script = format!(
+        "import importlib.util as u\n\
+         spec = u.spec_from_file_location('hook', {hook:?})\n\
+         m = u.module_from_spec(spec)\n\
+         spec.loader.exec_module(m)\n\
+         for v in ['../../x', 'h/../x', '..', '...', 'a\\nb\\x1b', '', 'rank-3.a']:\n\
+         \x20   print(m._vramtrace_sanitized(v))\n"
+    );
+    let out = std::process::Command::new(vramtrace_tests::harness::python())
+        .args(["-c", &script])
+        .env("VRAMTRACE_TORCH", "0")
+        .output()
+        .unwrap();
+    succeeded(&out);
+    let names: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(
+        names,
+        ["______x", "h____x", "__", "__.", "a_b_", "_", "rank-3.a"]
+    );
 }

@@ -6,11 +6,17 @@
  *   dup2        - opens its log argv[2] and dup2s it onto every other open descriptor
  *                 from 3 to 4095
  * and writes "LOG <i>" lines to it between further allocations. The log must hold only
- * those lines. */
+ * those lines.
+ *
+ * With argv[3] and argv[4] (close_range only), it then also plays the attacker of a shared
+ * directory: every *.jsonl file in the directory argv[3] is renamed to *.jsonl.moved and
+ * its name taken by a symlink to argv[4], or by a new regular file holding "PLANTED\n"
+ * when argv[4] is "-". */
 #define _GNU_SOURCE
 #include "cuda_runtime_sim.h"
 #include "wl.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -22,6 +28,36 @@ static void allocate_and_free(int n) {
         WL_CHECK(WL_ALLOC("cudaMalloc", 0, MiB, cudaMalloc(&p, MiB)));
         WL_CHECK(WL_FREE("cudaFree", 0, MiB, cudaFree(p)));
     }
+}
+
+static int plant(const char *dir, const char *target) {
+    /* The names first: renaming while reading the directory can show an entry twice. */
+    char names[16][256];
+    int n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 16) {
+        size_t len = strlen(e->d_name);
+        if (len >= 6 && len < 256 && strcmp(e->d_name + len - 6, ".jsonl") == 0)
+            strcpy(names[n++], e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        char path[4096], moved[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path ||
+            snprintf(moved, sizeof moved, "%s.moved", path) >= (int)sizeof moved ||
+            rename(path, moved))
+            return -1;
+        if (strcmp(target, "-") == 0) {
+            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            if (fd < 0 || write(fd, "PLANTED\n", 8) != 8) return -1;
+            close(fd);
+        } else if (symlink(target, path)) {
+            return -1;
+        }
+    }
+    return n > 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -37,6 +73,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "close_range") == 0) {
         if (syscall(SYS_close_range, 3u, ~0u, 0u)) return 2;
         log = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (argc > 4 && plant(argv[3], argv[4])) return 2;
     } else {
         log = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
         for (int fd = 3; fd < 4096; fd++)
