@@ -30,12 +30,11 @@ static void allocate_and_free(int n) {
     }
 }
 
-static int plant(const char *dir, const char *target) {
-    /* The names first: renaming while reading the directory can show an entry twice. */
-    char names[16][256];
+/* The trace files in `dir` (up to 16). */
+static int find_traces(const char *dir, char names[16][256]) {
     int n = 0;
     DIR *d = opendir(dir);
-    if (!d) return -1;
+    if (!d) return 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < 16) {
         size_t len = strlen(e->d_name);
@@ -43,6 +42,10 @@ static int plant(const char *dir, const char *target) {
             strcpy(names[n++], e->d_name);
     }
     closedir(d);
+    return n;
+}
+
+static int plant(const char *dir, char names[16][256], int n, const char *target) {
     for (int i = 0; i < n; i++) {
         char path[4096], moved[4096];
         if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path ||
@@ -60,6 +63,11 @@ static int plant(const char *dir, const char *target) {
     return n > 0 ? 0 : -1;
 }
 
+static int fail(const char *what) {
+    perror(what);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: fd_reuse close_range|dup2 LOG\n");
@@ -69,23 +77,30 @@ int main(int argc, char **argv) {
     WL_CHECK(cudaSetDevice(0));
     allocate_and_free(5);
     usleep(100 * 1000);
+    /* The attacker's names are read while the directory can still be opened. */
+    char names[16][256];
+    int traces = 0;
+    for (int i = 0; argc > 4 && i < 10000 && traces == 0; i++) {
+        traces = find_traces(argv[3], names);
+        if (!traces) usleep(1000);
+    }
     int log;
     if (strcmp(argv[1], "close_range") == 0) {
-        if (syscall(SYS_close_range, 3u, ~0u, 0u)) return 2;
+        if (syscall(SYS_close_range, 3u, ~0u, 0u)) return fail("close_range");
         log = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (argc > 4 && plant(argv[3], argv[4])) return 2;
+        if (argc > 4 && plant(argv[3], names, traces, argv[4])) return fail("plant");
     } else {
         log = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
         for (int fd = 3; fd < 4096; fd++)
-            if (fd != log && fcntl(fd, F_GETFD) >= 0 && dup2(log, fd) != fd) return 2;
+            if (fd != log && fcntl(fd, F_GETFD) >= 0 && dup2(log, fd) != fd) return fail("dup2");
     }
-    if (log < 0) return 2;
+    if (log < 0) return fail(argv[2]);
     for (int i = 0; i < 20; i++) {
         allocate_and_free(5);
         usleep(5 * 1000);
         char line[32];
         int n = snprintf(line, sizeof line, "LOG %d\n", i);
-        if (write(log, line, (size_t)n) != n) return 2;
+        if (write(log, line, (size_t)n) != n) return fail("write");
     }
     return 0;
 }
