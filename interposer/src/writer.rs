@@ -303,18 +303,22 @@ pub fn resume() {
 }
 
 /// How long a fatal-signal handler waits for the writer thread to let go of the writer or
-/// to create the file (a crash right after the first CUDA call comes before it).
-const SIGNAL_WAIT_NS: u64 = 1_000_000_000;
+/// to create the file (a crash right after the first CUDA call comes before it), while
+/// the writer makes no progress; and how long at most, progress or not. (A first write
+/// names every frame: over 200 ms on a loaded machine.)
+const SIGNAL_STALLED_NS: u64 = 1_000_000_000;
+const SIGNAL_AT_MOST_NS: u64 = 10_000_000_000;
 
-/// From a fatal-signal handler: no allocation, and no waiting beyond [`SIGNAL_WAIT_NS`]
-/// (the writer thread may itself wait for something the crashed thread holds). If the
-/// writer is still busy then, or the file was never opened, the events of the last flush
-/// interval are lost.
+/// From a fatal-signal handler: no allocation, and no waiting beyond
+/// [`SIGNAL_STALLED_NS`] without progress (the writer thread may itself wait for
+/// something the crashed thread holds). If the writer is still busy then, or the file was
+/// never opened, the events of the last flush interval are lost.
 pub fn flush_from_signal(signal: i32) {
     if holding() {
         return;
     }
-    let deadline = clock::monotonic_ns() + SIGNAL_WAIT_NS;
+    let start = clock::monotonic_ns();
+    let (mut seen, mut deadline) = (progress(), start + SIGNAL_STALLED_NS);
     let (mut w, fd) = loop {
         match WRITER.try_lock() {
             Ok(mut w) => match &mut w.state {
@@ -329,7 +333,11 @@ pub fn flush_from_signal(signal: i32) {
             Err(std::sync::TryLockError::Poisoned(_)) => return,
             Err(std::sync::TryLockError::WouldBlock) => {}
         }
-        if clock::monotonic_ns() >= deadline {
+        let now = clock::monotonic_ns();
+        if progress() != seen {
+            (seen, deadline) = (progress(), now + SIGNAL_STALLED_NS);
+        }
+        if now >= deadline || now >= start + SIGNAL_AT_MOST_NS {
             return;
         }
         let pause = libc::timespec {

@@ -55,6 +55,9 @@ int main(int argc, char **argv) {
     int children = argc > 1 ? atoi(argv[1]) : 40;
     int blocks = argc > 2 ? atoi(argv[2]) : 20;
     truth_init(WORKLOAD_NAME);
+    /* The simulated driver reads its settings with getenv at its first cuInit: done here,
+     * before any hammering, so that the only getenv left to race is vramtrace's. */
+    WL_CHECK(cudaSetDevice(0));
     fflush(stdout);
     int ok = 0;
     for (int i = 0; i < children; i++) {
