@@ -166,6 +166,42 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     ("threads", "threads.c", "threads", Link::DynamicRuntime, &[]),
+    // Host-safety workloads (tests/tests/host.rs).
+    (
+        "env_race",
+        "env_race.c",
+        "env-race",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "crash_early",
+        "crash_early.c",
+        "crash-early",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "main_exit",
+        "main_exit.c",
+        "main-exit",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "fd_reuse",
+        "fd_reuse.c",
+        "fd-reuse",
+        Link::DynamicRuntime,
+        &[],
+    ),
+    (
+        "exec_variants",
+        "exec_variants.c",
+        "exec-variants",
+        Link::DynamicRuntime,
+        &[],
+    ),
     (
         "fork_exec",
         "fork_exec.c",

@@ -99,16 +99,21 @@ fn before_immediate_exit() {
     let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", STALLED, AT_MOST));
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+/// Writes, then ends the process by the real `name`.
+unsafe fn exit_by(name: &std::ffi::CStr, status: c_int) -> ! {
     before_immediate_exit();
-    let real = next(c"_exit");
+    let real = next(name);
     if real != 0 {
         let f = std::mem::transmute::<usize, unsafe extern "C" fn(c_int) -> !>(real);
         f(status);
     }
     libc::syscall(libc::SYS_exit_group, status);
     std::process::abort()
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    exit_by(c"_exit", status)
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -131,50 +136,74 @@ fn after_failed_exec(r: c_int) -> c_int {
     r
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+/// Calls the real `name` (by `call`, given its address) between [`before_exec`] and
+/// [`after_failed_exec`].
+unsafe fn exec_with(name: &std::ffi::CStr, call: impl FnOnce(usize) -> c_int) -> c_int {
     before_exec();
-    let real = next(c"execve");
+    let real = next(name);
     if real == 0 {
         return after_failed_exec(-1);
     }
-    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
-        real,
-    );
-    after_failed_exec(f(path, argv, envp))
+    after_failed_exec(call(real))
+}
+
+type Exec2 = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
+type Exec3 = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    exec_with(c"execve", |f| {
+        std::mem::transmute::<usize, Exec3>(f)(path, argv, envp)
+    })
 }
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
-    before_exec();
-    let real = next(c"execv");
-    if real == 0 {
-        return after_failed_exec(-1);
-    }
-    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
-    after_failed_exec(f(path, argv))
+    exec_with(c"execv", |f| {
+        std::mem::transmute::<usize, Exec2>(f)(path, argv)
+    })
 }
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
-    before_exec();
-    let real = next(c"execvp");
-    if real == 0 {
-        return after_failed_exec(-1);
-    }
-    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv) -> c_int>(real);
-    after_failed_exec(f(file, argv))
+    exec_with(c"execvp", |f| {
+        std::mem::transmute::<usize, Exec2>(f)(file, argv)
+    })
 }
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
-    before_exec();
-    let real = next(c"execvpe");
-    if real == 0 {
-        return after_failed_exec(-1);
-    }
-    let f = std::mem::transmute::<usize, unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int>(
-        real,
-    );
-    after_failed_exec(f(file, argv, envp))
+    exec_with(c"execvpe", |f| {
+        std::mem::transmute::<usize, Exec3>(f)(file, argv, envp)
+    })
+}
+
+/// glibc's own `fexecve` and `execveat` reach the kernel without passing `execve`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    exec_with(c"fexecve", |f| {
+        let f = std::mem::transmute::<usize, unsafe extern "C" fn(c_int, Argv, Argv) -> c_int>(f);
+        f(fd, argv, envp)
+    })
+}
+
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: Argv,
+    envp: Argv,
+    flags: c_int,
+) -> c_int {
+    type ExecAt = unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int;
+    exec_with(c"execveat", |f| {
+        std::mem::transmute::<usize, ExecAt>(f)(dirfd, path, argv, envp, flags)
+    })
+}
+
+/// `quick_exit` runs the `at_quick_exit` handlers and then glibc's own `_exit`, which
+/// does not pass ours: write first (what the handlers record follows the end record).
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn quick_exit(status: c_int) -> ! {
+    exit_by(c"quick_exit", status)
 }

@@ -14,13 +14,16 @@
 //! change what a call returns.
 
 pub mod annotate;
+pub mod bound;
 pub mod clock;
 pub mod dlsym;
 pub mod dlvsym;
 pub mod elf_symbols;
+pub mod exec_list;
 pub mod exit;
 pub mod guard;
 pub mod hooks;
+pub mod last_thread;
 pub mod nvml;
 pub mod output;
 pub mod procaddr;
@@ -30,6 +33,7 @@ pub mod settings;
 pub mod stack;
 pub mod symbols;
 pub mod thread;
+pub mod trace_fd;
 pub mod trace_file;
 pub mod unload;
 pub mod warn;

@@ -4,7 +4,9 @@ use std::ffi::CString;
 use std::io;
 
 /// Expands `%p` (pid), `%h` (host), `%r` (rank) and `%%`. A pattern ending in `/` is a
-/// directory that gets the default file name.
+/// directory that gets the default file name. Host and rank come from outside the
+/// pattern (`RANK=../../x`) and are [`sanitized`]: they can only name a part of one file
+/// name, never another directory.
 pub fn expand(pattern: &str, pid: u32, host: &str, rank: &str) -> String {
     let pattern = if pattern.ends_with('/') {
         format!("{pattern}vramtrace-%h-%p.jsonl")
@@ -20,8 +22,8 @@ pub fn expand(pattern: &str, pid: u32, host: &str, rank: &str) -> String {
         }
         match chars.next() {
             Some('p') => out.push_str(&pid.to_string()),
-            Some('h') => out.push_str(host),
-            Some('r') => out.push_str(rank),
+            Some('h') => out.push_str(&sanitized(host)),
+            Some('r') => out.push_str(&sanitized(rank)),
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');
@@ -31,6 +33,21 @@ pub fn expand(pattern: &str, pid: u32, host: &str, rank: &str) -> String {
         }
     }
     out
+}
+
+/// A substituted value as part of one file name: `/`, control characters and every `..`
+/// become `_` (so `..` can never be a path component), and an empty value is `_`.
+pub fn sanitized(value: &str) -> String {
+    let cleaned: String = value
+        .chars()
+        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
+        .collect();
+    let cleaned = cleaned.replace("..", "__");
+    if cleaned.is_empty() {
+        "_".into()
+    } else {
+        cleaned
+    }
 }
 
 /// `name.jsonl` -> `name.N.jsonl`: the name for the N-th image of one pid (after exec).
@@ -135,6 +152,21 @@ mod tests {
         );
         assert_eq!(expand("out/", 7, "h", "0"), "out/vramtrace-h-7.jsonl");
         assert_eq!(expand("100%%-%x", 1, "h", "0"), "100%-%x");
+    }
+
+    #[test]
+    fn substituted_values_stay_in_one_file_name() {
+        // (pattern, host, rank, name)
+        let cases = [
+            ("o/t-%r-%h", "h/../x", "../../x", "o/t-______x-h____x"),
+            ("o/%r/t", "h", "..", "o/__/t"),
+            ("t-%r.jsonl", "h", "...", "t-__..jsonl"),
+            ("t-%r-%h", "a\nb\x1b", "", "t-_-a_b_"),
+            ("t-%r", "h", "rank-3.a", "t-rank-3.a"),
+        ];
+        for (pattern, host, rank, name) in cases {
+            assert_eq!(expand(pattern, 1, host, rank), name, "{pattern} {rank:?}");
+        }
     }
 
     #[test]

@@ -16,6 +16,28 @@ struct Data {
     items: Vec<Queued>,
     /// Each item's return addresses and optional values ([`Queued`]).
     words: Vec<u64>,
+    /// Bytes of this shard counted in the queue's total ([`crate::bound`]).
+    accounted: usize,
+}
+
+impl Data {
+    const fn new() -> Data {
+        Data {
+            items: Vec::new(),
+            words: Vec::new(),
+            accounted: 0,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.items.len() * std::mem::size_of::<Queued>() + self.words.len() * 8
+    }
+
+    fn clear(&mut self) {
+        self.items.clear();
+        self.words.clear();
+        crate::bound::released(std::mem::take(&mut self.accounted));
+    }
 }
 
 #[repr(align(128))]
@@ -25,10 +47,7 @@ struct Shard {
 
 static QUEUE: [Shard; SHARDS] = [const {
     Shard {
-        data: Mutex::new(Data {
-            items: Vec::new(),
-            words: Vec::new(),
-        }),
+        data: Mutex::new(Data::new()),
     }
 }; SHARDS];
 
@@ -42,13 +61,19 @@ fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
 }
 
 /// Queues `event` with its `stack`, taken with the module table of unload epoch `epoch`
-/// ([`crate::unload::unloads`]).
+/// ([`crate::unload::unloads`]). At the queue's bound it may wait for the writer, or count
+/// the call as not recorded ([`crate::bound`]).
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64], epoch: u64) {
+    if !crate::bound::room(tid) {
+        return;
+    }
     let mut d = lock(&QUEUE[tid as usize % SHARDS]);
-    let Data { items, words } = &mut *d;
+    let Data { items, words, .. } = &mut *d;
     items.push(Queued::pack(&event, stack, epoch, words));
     let full = items.len() == WAKE_AT;
+    let bytes = d.bytes();
+    crate::bound::account(&mut d.accounted, bytes);
     drop(d);
     if full {
         crate::writer::wake();
@@ -76,12 +101,7 @@ impl Default for Spares {
 /// swap, not for a copy of the whole shard), and the vectors keep their capacity.
 pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, words: &mut Vec<u64>) {
     if spares.0.len() != SHARDS {
-        spares.0 = (0..SHARDS)
-            .map(|_| Data {
-                items: Vec::new(),
-                words: Vec::new(),
-            })
-            .collect();
+        spares.0 = (0..SHARDS).map(|_| Data::new()).collect();
     }
     for (shard, spare) in QUEUE.iter().zip(spares.0.iter_mut()) {
         {
@@ -91,6 +111,7 @@ pub fn drain_into(spares: &mut Spares, items: &mut Vec<Queued>, words: &mut Vec<
             }
             std::mem::swap(&mut *d, spare);
         }
+        crate::bound::released(std::mem::take(&mut spare.accounted));
         let offset = words.len() as u32;
         words.extend_from_slice(&spare.words);
         spare.words.clear();
@@ -108,8 +129,7 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
                 each(&q.event(&d.words));
                 n += 1;
             }
-            d.items.clear();
-            d.words.clear();
+            d.clear();
         }
     }
     n
@@ -127,8 +147,8 @@ impl ForkHold {
     /// In the child: the queued events are the parent's to write; drop them.
     pub fn clear(&mut self) {
         for d in &mut self.0 {
-            d.items.clear();
-            d.words.clear();
+            d.clear();
         }
+        crate::bound::after_fork_child();
     }
 }

@@ -1,4 +1,5 @@
-//! Settings, read once from the environment at load time (never on the hot path).
+//! Settings, read once from the environment at load time (never on the hot path, never
+//! from vramtrace's own threads: the environment is the program's to change).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -27,7 +28,19 @@ pub struct Settings {
     /// `VRAMTRACE_NVML_MS` (default 1000, at least 10; 0 off): NVML sampling interval,
     /// once the program has loaded NVML.
     pub nvml_ms: u64,
+    /// `VRAMTRACE_QUEUE_MB` (default 16, at least 1): the most bytes of events waiting
+    /// for the writer ([`crate::queue`], `docs/host.md`).
+    pub queue_bytes: usize,
+    /// The variables of `ENV_KEYS` that were set, for the trace header. Read here, at
+    /// load, like everything else: the header is written later on the writer thread, and
+    /// `getenv` there raced with the program's own `setenv` (a crash in a few children
+    /// out of 150 whose threads changed their environment).
+    pub env: Vec<(String, String)>,
 }
+
+/// Megabytes of events that may wait for the writer unless `VRAMTRACE_QUEUE_MB` says
+/// otherwise.
+pub const DEFAULT_QUEUE_MB: usize = 16;
 
 pub const DEFAULT_OUTPUT: &str = "vramtrace-%h-%p.jsonl";
 
@@ -79,6 +92,16 @@ fn read() -> Settings {
             Some(ms) => ms.max(10),
             None => 1000,
         },
+        queue_bytes: std::env::var("VRAMTRACE_QUEUE_MB")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(DEFAULT_QUEUE_MB)
+            .clamp(1, 1 << 20)
+            << 20,
+        env: vramtrace_schema::ENV_KEYS
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .collect(),
     }
 }
 

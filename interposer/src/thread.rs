@@ -3,7 +3,44 @@
 //! handlers expect to run. (A handler that calls `_exit` on the writer thread, mid-write,
 //! would also wait for the writer it interrupted.)
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
+
+/// Kernel thread ids of vramtrace's own threads in this process (0: a free slot): they
+/// are not the program's, and must not keep it alive ([`crate::last_thread`]).
+static OURS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+
+/// Whether `tid` is one of vramtrace's own threads.
+pub fn is_ours(tid: u32) -> bool {
+    tid != 0 && OURS.iter().any(|t| t.load(Ordering::Relaxed) == tid)
+}
+
+/// How many of vramtrace's own threads run.
+pub fn ours() -> usize {
+    OURS.iter()
+        .filter(|t| t.load(Ordering::Relaxed) != 0)
+        .count()
+}
+
+fn register() {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    for slot in &OURS {
+        if slot
+            .compare_exchange(0, tid, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// In a forked child: none of the parent's threads exist there.
+pub fn after_fork_child() {
+    for slot in &OURS {
+        slot.store(0, Ordering::Relaxed);
+    }
+}
 
 /// Signals raised by the thread's own instructions: blocking them is undefined, and the
 /// kernel kills the process for one that is blocked (SIGSYS: a seccomp filter's trap).
@@ -15,6 +52,9 @@ const SYNCHRONOUS: [i32; 6] = [
     libc::SIGTRAP,
     libc::SIGSYS,
 ];
+
+/// std's default stack size for new threads.
+const STACK_BYTES: usize = 2 << 20;
 
 /// Spawns a thread named `name` that starts with every asynchronous signal blocked: the
 /// mask is set in the spawning thread around the spawn, so the new one inherits it from
@@ -33,7 +73,16 @@ where
         }
         let mut old: libc::sigset_t = std::mem::zeroed();
         let masked = libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old) == 0;
-        let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+        // An explicit stack size: without one, std reads RUST_MIN_STACK with getenv, from
+        // whichever program thread made the first CUDA call, while another program thread
+        // may be changing the environment.
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(STACK_BYTES)
+            .spawn(move || {
+                register();
+                f()
+            });
         if masked {
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         }

@@ -1,18 +1,18 @@
 //! A process's trace file: its name, its creation and its header line.
 
 use crate::{clock, output, settings};
-use vramtrace_schema::{Header, Settings, ENV_KEYS, FORMAT_NAME, FORMAT_VERSION};
+use vramtrace_schema::{Header, Settings, FORMAT_NAME, FORMAT_VERSION};
 
-/// Creates this process's trace file and writes its header; returns the descriptor.
-pub fn open() -> Result<i32, String> {
+/// Creates this process's trace file and writes its header.
+pub fn open() -> Result<crate::trace_fd::TraceFd, String> {
     let header = header();
     let rank = header.env.get("RANK").map(String::as_str).unwrap_or("0");
     let path = output::expand(&settings::get().output, header.pid, &header.host, rank);
-    let (fd, _path) = output::create(&path)?;
+    let (fd, created) = output::create(&path)?;
     let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
     line.push(b'\n');
     output::write_all(fd, &line).map_err(|e| format!("cannot write the trace {path}: {e}"))?;
-    Ok(fd)
+    Ok(crate::trace_fd::TraceFd::new(fd, &created))
 }
 
 fn header() -> Header {
@@ -25,10 +25,7 @@ fn header() -> Header {
                 .collect()
         })
         .unwrap_or_default();
-    let env = ENV_KEYS
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
+    let env = s.env.iter().cloned().collect();
     Header {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,

@@ -5,6 +5,7 @@
 use crate::queue::{self, Queued};
 use crate::stack::intern::{self, Interner, NewNode};
 use crate::stack::symbolize::Symbolizer;
+use crate::trace_fd::TraceFd;
 use crate::{clock, output, settings, warn};
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
@@ -17,7 +18,7 @@ enum State {
     /// No file yet: it is created with the first flush that has something to write, so a
     /// process that never touches device memory leaves no trace file.
     Unopened,
-    Open(i32),
+    Open(TraceFd),
     /// Creating or writing failed: warned once, events are dropped from now on.
     Failed,
 }
@@ -38,6 +39,8 @@ struct Writer {
     symbols: Option<Symbolizer>,
     /// Marker names already in this file.
     names_written: u64,
+    /// Calls not recorded ([`crate::bound::lost`]) already counted in this file.
+    lost_written: u64,
 }
 
 static WRITER: Mutex<Writer> = Mutex::new(Writer {
@@ -52,9 +55,18 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
     stacks: None,
     symbols: None,
     names_written: 0,
+    lost_written: 0,
 });
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
+static FIRST_FLUSHED: AtomicBool = AtomicBool::new(false);
+/// The writer thread's kernel id (0: none yet).
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+
+/// The writer thread's kernel id, 0 while there is none.
+pub fn thread_id() -> u32 {
+    WRITER_TID.load(Ordering::Relaxed)
+}
 
 /// Starts the writer thread on the first event of the process.
 #[inline]
@@ -64,9 +76,18 @@ pub fn ensure_thread() {
     }
     let interval = Duration::from_millis(settings::get().flush_ms);
     let spawned = crate::thread::spawn("vramtrace-writer", move || loop {
+        if WRITER_TID.load(Ordering::Relaxed) == 0 {
+            // SAFETY: gettid has no preconditions.
+            WRITER_TID.store(
+                unsafe { libc::syscall(libc::SYS_gettid) } as u32,
+                Ordering::Relaxed,
+            );
+        }
         {
             let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
-            if !*woken {
+            // The first flush comes at once: it creates the file, and a crash in the
+            // first interval then still has a file to write its events to.
+            if !*woken && FIRST_FLUSHED.swap(true, Ordering::Relaxed) {
                 woken = match WAKE.1.wait_timeout(woken, interval) {
                     Ok((g, _)) => g,
                     Err(e) => e.into_inner().0,
@@ -79,6 +100,7 @@ pub fn ensure_thread() {
         // thread (std's mutex is not fair) waited for tens of seconds.
         if !FINISHING.load(Ordering::Relaxed) {
             flush_periodic();
+            crate::last_thread::exit_if_alone();
         }
         crate::nvml::poll();
     });
@@ -218,6 +240,11 @@ fn progressed() {
     PROGRESS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The writer's progress count: it changes while the writer works.
+pub fn progress() -> u64 {
+    PROGRESS.load(Ordering::Relaxed)
+}
+
 /// [`finish`], unless the writer, busy on another thread, makes no progress for
 /// `stalled` (a write blocked on a hung file system) or has not let go after `at_most`:
 /// then nothing more is written.
@@ -254,15 +281,16 @@ fn end(w: &mut Locked, reason: &str) {
     // that window stayed in the queue until the process was gone.
     SYNC_WRITES.store(true, Ordering::Relaxed);
     w.flush(None);
-    if let State::Open(fd) = w.state {
+    if let State::Open(_) = w.state {
         let end = End {
             t: clock::now(),
             events: w.written,
             reason: reason.to_string(),
+            queue_peak_bytes: Some(crate::bound::peak()),
         };
         let mut line = JsonBuf::new();
         end.write_json(&mut line);
-        w.write(fd, line.as_bytes());
+        w.write(line.as_bytes());
     }
 }
 
@@ -274,14 +302,50 @@ pub fn resume() {
     }
 }
 
-/// From a fatal-signal handler: no allocation and no waiting. If the writer is busy or
-/// the file was never opened, the events of the last flush interval are lost.
+/// How long a fatal-signal handler waits for the writer thread to let go of the writer or
+/// to create the file (a crash right after the first CUDA call comes before it), while
+/// the writer makes no progress; and how long at most, progress or not. (A first write
+/// names every frame: over 200 ms on a loaded machine.)
+const SIGNAL_STALLED_NS: u64 = 1_000_000_000;
+const SIGNAL_AT_MOST_NS: u64 = 10_000_000_000;
+
+/// From a fatal-signal handler: no allocation, and no waiting beyond
+/// [`SIGNAL_STALLED_NS`] without progress (the writer thread may itself wait for
+/// something the crashed thread holds). If the writer is still busy then, or the file was
+/// never opened, the events of the last flush interval are lost.
 pub fn flush_from_signal(signal: i32) {
-    let Ok(mut w) = WRITER.try_lock() else {
+    if holding() {
         return;
-    };
-    let State::Open(fd) = w.state else {
-        return;
+    }
+    let start = clock::monotonic_ns();
+    let (mut seen, mut deadline) = (progress(), start + SIGNAL_STALLED_NS);
+    let (mut w, fd) = loop {
+        match WRITER.try_lock() {
+            Ok(mut w) => match &mut w.state {
+                State::Open(t) => match t.checked() {
+                    Some(fd) => break (w, fd),
+                    None => return,
+                },
+                State::Failed => return,
+                State::Unopened if !THREAD_STARTED.load(Ordering::Relaxed) => return,
+                State::Unopened => {}
+            },
+            Err(std::sync::TryLockError::Poisoned(_)) => return,
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        let now = clock::monotonic_ns();
+        if progress() != seen {
+            (seen, deadline) = (progress(), now + SIGNAL_STALLED_NS);
+        }
+        if now >= deadline || now >= start + SIGNAL_AT_MOST_NS {
+            return;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: nanosleep is async-signal-safe; valid pointer.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     };
     let mut line = JsonBuf::new();
     let mut failed = false;
@@ -328,7 +392,7 @@ impl Writer {
             self.carry.push(q.moved(start));
         }
         batch.truncate(keep);
-        if !batch.is_empty() {
+        if !batch.is_empty() || crate::bound::lost() > self.lost_written {
             self.write_events(&mut batch, &ips);
         }
         batch.clear();
@@ -338,31 +402,41 @@ impl Writer {
     }
 
     fn write_events(&mut self, batch: &mut [Queued], ips: &[u64]) {
-        let fd = match self.state {
-            State::Open(fd) => fd,
+        match self.state {
+            State::Open(_) => {}
             State::Failed => return,
             State::Unopened => match crate::trace_file::open() {
-                Ok(fd) => {
-                    self.state = State::Open(fd);
-                    fd
-                }
+                Ok(file) => self.state = State::Open(file),
                 Err(msg) => {
                     self.state = State::Failed;
                     warn::once(&msg);
                     return;
                 }
             },
-        };
+        }
         let mut text = std::mem::take(&mut self.text);
         text.clear();
+        let lost = crate::bound::lost();
+        if lost > self.lost_written {
+            let mut line = JsonBuf::new();
+            vramtrace_schema::Lost {
+                t: clock::now(),
+                calls: lost - self.lost_written,
+            }
+            .write_json(&mut line);
+            text.extend_from_slice(line.as_bytes());
+            self.lost_written = lost;
+        }
         for (id, name) in crate::annotate::names_after(self.names_written) {
             let record = serde_json::json!({ "name": { "id": id, "text": name } });
             let _ = serde_json::to_writer(&mut text, &record);
             text.push(b'\n');
             self.names_written = id;
         }
-        let stacks = self.stacks.get_or_insert_with(Interner::default);
-        let symbols = self.symbols.get_or_insert_with(Symbolizer::default);
+        // Out of the writer while it writes in chunks; put back below.
+        let mut stacks = self.stacks.take().unwrap_or_default();
+        let mut symbols = self.symbols.take().unwrap_or_default();
+        let mut formatted = 0u64;
         // Each stack is tagged with the unload epoch it was taken in; `dlclose` writes
         // what is queued before it unloads, so nearly all are named while still mapped.
         let now = crate::unload::unloads();
@@ -381,29 +455,82 @@ impl Writer {
                 // be another library's, so its native frames are left unnamed.
                 let current = epoch == now.min(u16::MAX as u64);
                 e.stack = stacks.intern(frames, |node| {
-                    write_node(&mut text, symbols, &node, current)
+                    write_node(&mut text, &mut symbols, &node, current)
                 });
             }
             e.write_json(&mut text);
+            formatted += 1;
             progressed();
+            // Bounded writes: the text of a large batch is not held whole, and no write
+            // is so large that a fork (which waits for the writer) waits long behind it.
+            if text.len() >= WRITE_CHUNK {
+                if !self.write(&text) {
+                    break;
+                }
+                self.written += std::mem::take(&mut formatted);
+                text.clear();
+            }
         }
-        if self.write(fd, &text) {
-            self.written += batch.len() as u64;
+        if !text.is_empty() && self.write(&text) {
+            self.written += formatted;
         }
+        text.clear();
         self.text = text;
+        self.stacks = Some(stacks);
+        self.symbols = Some(symbols);
     }
 
-    fn write(&mut self, fd: i32, bytes: &[u8]) -> bool {
+    /// Writes to the trace file, after checking the descriptor is still the trace's.
+    fn write(&mut self, bytes: &[u8]) -> bool {
+        let State::Open(file) = &mut self.state else {
+            return false;
+        };
+        let Some(fd) = file.checked() else {
+            self.state = State::Failed;
+            warn::once("the trace file was closed by the program and is gone or replaced: no more events are written");
+            return false;
+        };
         let written = output::write_all(fd, bytes);
         progressed();
         match written {
-            Ok(()) => true,
+            Ok(()) => {
+                file.wrote(bytes.len());
+                true
+            }
             Err(e) => {
+                // The writer knows why the trace stops here: it says so in a last end
+                // record (a trace without one reads as a killed process), after cutting
+                // the failed write back so that the record has room and follows a whole
+                // line. One try: if even that fails, the trace ends at its last whole line.
+                file.cut_back(fd);
+                let mut line = JsonBuf::new();
+                End {
+                    t: clock::now(),
+                    events: self.written,
+                    reason: format!("write failed: {}", failure(&e)),
+                    queue_peak_bytes: Some(crate::bound::peak()),
+                }
+                .write_json(&mut line);
+                let _ = output::write_all(fd, line.as_bytes());
                 self.state = State::Failed;
                 warn::once(&format!("cannot write the trace: {e}"));
                 false
             }
         }
+    }
+}
+
+/// The most bytes given to one write.
+const WRITE_CHUNK: usize = 1 << 20;
+
+/// Why a write failed, in words that need no escaping in a JSON string.
+fn failure(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "no space left on device".into(),
+        Some(libc::EDQUOT) => "disk quota exceeded".into(),
+        Some(libc::EFBIG) => "file size limit reached".into(),
+        Some(code) => format!("os error {code}"),
+        None => "short write".into(),
     }
 }
 
@@ -493,14 +620,15 @@ pub fn after_fork_child() {
         }) = h.borrow_mut().take()
         {
             queue.clear();
-            if let State::Open(fd) = w.state {
-                // SAFETY: the parent's descriptor, not the child's to write.
-                unsafe { libc::close(fd) };
+            if let State::Open(file) = &w.state {
+                // The parent's descriptor, not the child's to write.
+                file.close_if_ours();
             }
             w.state = State::Unopened;
             w.written = 0;
             w.stacks = None;
             w.names_written = 0;
+            w.lost_written = 0;
             // Held-back events are the parent's to write.
             w.carry.clear();
             w.carry_ips.clear();
@@ -508,6 +636,9 @@ pub fn after_fork_child() {
         }
     });
     THREAD_STARTED.store(false, Ordering::Relaxed);
+    FIRST_FLUSHED.store(false, Ordering::Relaxed);
+    WRITER_TID.store(0, Ordering::Relaxed);
+    crate::thread::after_fork_child();
     SYNC_WRITES.store(false, Ordering::Relaxed);
     FINISHING.store(false, Ordering::Relaxed);
     own();

@@ -113,25 +113,50 @@ pub struct End {
     pub t: u64,
     /// Events written before this record.
     pub events: u64,
-    /// `exit`, `_exit`, `exec`, or `signal N`.
+    /// `exit`, `_exit`, `exec`, `signal N`, or `write failed: WHY` (the process went on,
+    /// its trace could not).
     pub reason: String,
+    /// The most bytes the interposer's event queue held at once (its bound is
+    /// `VRAMTRACE_QUEUE_MB`); absent from a crash handler's end record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_peak_bytes: Option<u64>,
 }
 
+/// How an end record whose trace the writer could not continue begins.
+pub const WRITE_FAILED: &str = "write failed";
+
 impl End {
+    /// The reason, when the trace was cut because writing failed (a full disk).
+    pub fn write_failure(&self) -> Option<&str> {
+        self.reason
+            .starts_with(WRITE_FAILED)
+            .then_some(self.reason.as_str())
+    }
+
     pub fn write_json(&self, out: &mut JsonBuf) {
-        End::write_parts(self.t, self.events, &self.reason, out);
+        End::write_fields(self.t, self.events, &self.reason, out);
+        if let Some(peak) = self.queue_peak_bytes {
+            out.raw(",\"queue_peak_bytes\":");
+            out.u64(peak);
+        }
+        out.raw("}}\n");
     }
 
     /// The end line from its parts, for a signal handler that cannot allocate an `End`.
     /// `reason` is written as it is: it must need no JSON escaping.
     pub fn write_parts(t: u64, events: u64, reason: &str, out: &mut JsonBuf) {
+        End::write_fields(t, events, reason, out);
+        out.raw("}}\n");
+    }
+
+    fn write_fields(t: u64, events: u64, reason: &str, out: &mut JsonBuf) {
         out.raw("{\"end\":{\"t\":");
         out.u64(t);
         out.raw(",\"events\":");
         out.u64(events);
         out.raw(",\"reason\":\"");
         out.raw(reason);
-        out.raw("\"}}\n");
+        out.raw("\"");
     }
 }
 

@@ -25,6 +25,16 @@ import os as _os
 import sys as _sys
 
 
+def _vramtrace_sanitized(value):
+    # As the interposer fills %h and %r (interposer/src/output.rs), so that these files go
+    # beside its traces: a host name or rank only fills part of one file name. "/",
+    # control characters and ".." become "_"; an empty value is "_".
+    import unicodedata
+
+    value = "".join("_" if c == "/" or unicodedata.category(c) == "Cc" else c for c in value)
+    return value.replace("..", "__") or "_"
+
+
 def _vramtrace_torch_hook():
     state = {
         "warned": set(),
@@ -100,8 +110,8 @@ def _vramtrace_torch_hook():
         d = (
             d.replace("%%", "\0")
             .replace("%p", str(_os.getpid()))
-            .replace("%h", host)
-            .replace("%r", _os.environ.get("RANK", "0"))
+            .replace("%h", _vramtrace_sanitized(host))
+            .replace("%r", _vramtrace_sanitized(_os.environ.get("RANK", "0")))
             .replace("\0", "%")
         )
         return d

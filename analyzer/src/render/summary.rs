@@ -83,10 +83,10 @@ pub fn text(s: &Summary) -> String {
             .as_ref()
             .map(|r| format!(", rank {r}"))
             .unwrap_or_default();
-        let state = if p.complete {
-            ""
-        } else {
-            " (trace cut: the process did not exit normally)"
+        let state = match (&p.cut_by, p.complete) {
+            (Some(why), _) => format!(" (trace cut: {why}; the process went on)"),
+            (None, true) => String::new(),
+            (None, false) => " (trace cut: the process did not exit normally)".into(),
         };
         let _ = writeln!(
             o,
@@ -105,6 +105,13 @@ pub fn text(s: &Summary) -> String {
             units::count(p.leaked_blocks, "block"),
             units::bytes(p.leaked_bytes)
         );
+        if p.calls_not_recorded > 0 {
+            let _ = writeln!(
+                o,
+                "  {} not recorded: vramtrace's queue was full and its writer stalled (docs/host.md)",
+                units::count(p.calls_not_recorded, "call")
+            );
+        }
         for d in &p.devices {
             let _ = writeln!(
                 o,

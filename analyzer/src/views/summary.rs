@@ -42,6 +42,10 @@ pub struct ProcessSummary {
     pub path: PathBuf,
     pub start_unix_ns: u64,
     pub complete: bool,
+    /// The end record's reason when writing the trace failed (`write failed: ...`).
+    pub cut_by: Option<String>,
+    /// Calls the interposer counted but could not record (its queue was full).
+    pub calls_not_recorded: u64,
     pub truncated: bool,
     pub error: Option<String>,
     pub events: u64,
@@ -155,6 +159,11 @@ pub fn build(run: &Run) -> Summary {
     }
 }
 
+/// Why the interposer stopped writing this trace, if it said so.
+fn cut_by(p: &ProcessModel) -> Option<String> {
+    p.notes.end.as_ref()?.write_failure().map(str::to_string)
+}
+
 fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
     let (leaked_blocks, leaked_bytes) = leaked(p);
     ProcessSummary {
@@ -169,7 +178,9 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         interposer: p.header.interposer.clone(),
         path: p.path.clone(),
         start_unix_ns: p.header.start_unix_ns,
-        complete: p.ended(),
+        complete: p.ended() && cut_by(p).is_none(),
+        cut_by: cut_by(p),
+        calls_not_recorded: p.notes.lost_calls,
         truncated: p.notes.truncated_line.is_some(),
         error: p.error.as_ref().map(|e| e.to_string()),
         events: p.counts.events,

@@ -17,6 +17,8 @@ pub enum Item {
     Node(Node),
     /// A marker name: (id, text).
     Name(u64, String),
+    /// Calls the interposer could not record.
+    Lost(crate::lost::Lost),
     /// An event of an API this reader does not know (written by a newer interposer).
     UnknownApi,
     /// A record this reader does not know (a newer optional record).
@@ -56,6 +58,7 @@ struct Line<'a> {
     frame: Option<Frame>,
     node: Option<Node>,
     name: Option<Name>,
+    lost: Option<crate::lost::Lost>,
 }
 
 /// `{"name":{"id":N,"text":"..."}}`: a marker name, before the first marker using it.
@@ -178,6 +181,9 @@ impl<R: Read> Lines<R> {
         }
         if let Some(name) = line.name {
             return Ok(Item::Name(name.id, name.text));
+        }
+        if let Some(lost) = line.lost {
+            return Ok(Item::Lost(lost));
         }
         let Some(name) = line.api else {
             return Ok(Item::UnknownRecord);

@@ -59,6 +59,8 @@ pub struct ReadNotes {
     pub unknown_records: u64,
     /// The end record, if the process ended normally.
     pub end: Option<End>,
+    /// Calls the interposer could not record (the sum of the `lost` records).
+    pub lost_calls: u64,
 }
 
 /// Reads a trace file event by event.
@@ -161,6 +163,7 @@ impl<R: Read> TraceReader<R> {
                 Some(Item::Name(id, text)) => {
                     self.names.insert(id, text);
                 }
+                Some(Item::Lost(lost)) => self.notes.lost_calls += lost.calls,
                 Some(Item::UnknownApi) => self.notes.unknown_apis += 1,
                 Some(Item::UnknownRecord) => self.notes.unknown_records += 1,
             }

@@ -1,0 +1,102 @@
+//! A program that ends its `main` with `pthread_exit` ends when its last thread does:
+//! glibc's thread start routine calls `exit(0)` when it sees the thread count reach zero.
+//! vramtrace's own threads count there too, so with them the count never reaches zero
+//! and the process lived on. The writer thread asks, at most every [`CHECK_EVERY_NS`],
+//! whether any thread of the program is still alive, and when none is, ends the process
+//! the way glibc would: `exit(0)`, which runs the program's exit handlers and writes the
+//! trace's end record.
+
+use crate::{clock, thread};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const CHECK_EVERY_NS: u64 = 50_000_000;
+static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
+
+/// From the writer thread: ends the process if the program has no thread left.
+pub fn exit_if_alone() {
+    let now = clock::monotonic_ns();
+    if now.saturating_sub(LAST_CHECK_NS.load(Ordering::Relaxed)) < CHECK_EVERY_NS {
+        return;
+    }
+    LAST_CHECK_NS.store(now, Ordering::Relaxed);
+    if program_threads_left() {
+        return;
+    }
+    // SAFETY: what glibc itself calls when the program's last thread ends.
+    unsafe { libc::exit(0) };
+}
+
+/// Whether any thread that is not vramtrace's is alive. The thread-group leader stays
+/// listed, as a zombie, after `main` called `pthread_exit`: it counts in `num_threads`
+/// and in `/proc/self/task`, and is told apart by its state.
+fn program_threads_left() -> bool {
+    // The common case costs one small read: more threads than vramtrace's and a leader.
+    match num_threads() {
+        Some(n) if n <= thread::ours() + 1 => {}
+        _ => return true,
+    }
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return true;
+    };
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if thread::is_ours(tid) {
+            continue;
+        }
+        let stat = std::fs::read(task.path().join("stat")).unwrap_or_default();
+        match state(&stat) {
+            Some(b'Z' | b'X') => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Field 20 of `/proc/self/stat`.
+fn num_threads() -> Option<usize> {
+    let stat = std::fs::read("/proc/self/stat").ok()?;
+    let after = after_name(&stat)?;
+    // After the name: state is field 3, num_threads field 20.
+    let text = std::str::from_utf8(after).ok()?;
+    text.split_ascii_whitespace().nth(17)?.parse().ok()
+}
+
+/// The state letter of a `stat` line.
+pub(crate) fn state(stat: &[u8]) -> Option<u8> {
+    after_name(stat)?
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace())
+}
+
+/// What follows the `(name)` field, which may itself hold spaces and parentheses.
+fn after_name(stat: &[u8]) -> Option<&[u8]> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    Some(&stat[close + 1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_after_an_odd_name() {
+        let line = b"42 (a) b (c) S 1 42 42 0 -1 4194560 10 0 0 0 1 2 0 0 20 0 7 0 99 0\n";
+        assert_eq!(state(line), Some(b'S'));
+        assert_eq!(after_name(line).map(|a| a[1]), Some(b'S'));
+        let zombie = b"43 (main) Z 1 2";
+        assert_eq!(state(zombie), Some(b'Z'));
+    }
+
+    #[test]
+    fn this_process_counts_its_threads() {
+        assert!(num_threads().unwrap() >= 1);
+        assert!(program_threads_left());
+    }
+}
