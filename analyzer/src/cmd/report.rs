@@ -44,7 +44,7 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
             .map(|d| (d.host.as_str(), d.gpu.as_str(), &d.at_peak[..]))
             .collect::<Vec<_>>(),
     );
-    let svg = flamegraph::svg(&folded, "Device memory live at the peak").ok();
+    let svg = flamegraph::svg(&folded, "Device memory live at the peak", "nothing live").ok();
     let page = html::render(&Report {
         summary: &summary,
         timeline: &timeline,

@@ -1,5 +1,6 @@
 //! `summary` as text: one screen.
 
+use super::escape::terminal as t;
 use crate::units;
 use crate::views::summary::Summary;
 use std::fmt::Write;
@@ -22,6 +23,7 @@ pub fn text(s: &Summary) -> String {
     );
     for d in &s.devices {
         let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+        let label = t(&label);
         let _ = writeln!(
             o,
             "{label}: peak {} at {}, {} at the end{}",
@@ -45,7 +47,7 @@ pub fn text(s: &Summary) -> String {
                 "  {:>12}  {:>6} blocks  {}{who}",
                 units::bytes(g.bytes),
                 g.blocks,
-                g.who()
+                t(&g.who())
             );
         }
     }
@@ -65,8 +67,8 @@ pub fn text(s: &Summary) -> String {
                 o,
                 "{:>8} {:>5} {:<12} {}",
                 p.pid,
-                p.rank.as_deref().unwrap_or("-"),
-                p.host,
+                t(p.rank.as_deref().unwrap_or("-")),
+                t(&p.host),
                 if peaks.is_empty() {
                     "-".to_string()
                 } else {
@@ -80,7 +82,7 @@ pub fn text(s: &Summary) -> String {
         let rank = p
             .rank
             .as_ref()
-            .map(|r| format!(", rank {r}"))
+            .map(|r| format!(", rank {}", t(r)))
             .unwrap_or_default();
         let state = if p.complete {
             ""
@@ -91,8 +93,8 @@ pub fn text(s: &Summary) -> String {
             o,
             "process {} on {}{rank}: {}{state}",
             p.pid,
-            p.host,
-            p.argv.join(" ")
+            t(&p.host),
+            t(&p.argv.join(" "))
         );
         let _ = writeln!(
             o,
@@ -119,7 +121,7 @@ pub fn text(s: &Summary) -> String {
                     "    {:>12}  {:>6} blocks  {}",
                     units::bytes(g.bytes),
                     g.blocks,
-                    g.who()
+                    t(&g.who())
                 );
             }
         }
@@ -151,11 +153,15 @@ pub fn text(s: &Summary) -> String {
             );
         }
         if let Some(e) = &p.error {
-            let _ = writeln!(o, "  read error: {e} (figures cover the lines before it)");
+            let _ = writeln!(
+                o,
+                "  read error: {} (figures cover the lines before it)",
+                t(e)
+            );
         }
     }
     for u in &s.unreadable {
-        let _ = writeln!(o, "\nunreadable: {u}");
+        let _ = writeln!(o, "\nunreadable: {}", t(u));
     }
     out
 }

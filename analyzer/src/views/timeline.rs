@@ -231,6 +231,7 @@ impl TimelineBuilder {
             let snap = match crate::snapshot::read::read_snapshot(&path) {
                 Ok(s) => s,
                 Err(e) => {
+                    let e = crate::render::escape::terminal(&e);
                     eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
                     continue;
                 }
