@@ -10,6 +10,7 @@ pub mod event;
 mod fast;
 pub mod header;
 pub mod reader;
+pub mod redact;
 pub mod stacks;
 mod write;
 
