@@ -5,6 +5,7 @@ pub mod cmd;
 pub mod errors;
 pub mod input;
 pub mod model;
+pub mod output_file;
 pub mod render;
 pub mod run;
 pub mod snapshot;

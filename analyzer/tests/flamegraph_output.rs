@@ -7,11 +7,7 @@ use common::*;
 /// never frees that: nothing of any size leaked. Its trace is in `traces/` of the
 /// directory returned.
 fn zero_byte_leak() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let traces = dir.path().join("traces");
-    std::fs::create_dir(&traces).unwrap();
-    write_trace(
-        &traces,
+    one_trace_dir(
         "vramtrace-h-10.jsonl",
         &[
             header(10, "h", S, 1_700_000_000 * S, None),
@@ -20,8 +16,7 @@ fn zero_byte_leak() -> (tempfile::TempDir, std::path::PathBuf) {
             alloc(30 * MS, 0, "cudaMalloc", 0x2000, 0),
             end(40 * MS, 3),
         ],
-    );
-    (dir, traces)
+    )
 }
 
 /// Folded text without `-o` goes to stdout (a pipe to another tool), and no file named

@@ -30,12 +30,16 @@ pub fn status(run: &Run) -> i32 {
     }
 }
 
-/// Writes `content` to `path`, or to stdout for `-`.
-pub fn write(path: &Path, content: &str) -> Result<(), String> {
+/// Writes `content` to a new file `path` (see [`crate::output_file`]; `replace`: the
+/// user's `--force`), or to stdout for `-`.
+pub fn write(path: &Path, content: &str, replace: bool) -> Result<(), String> {
+    use std::io::Write;
     if path == Path::new("-") {
         return print(content);
     }
-    std::fs::write(path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    crate::output_file::create(path, replace)?
+        .write_all(content.as_bytes())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 /// Prints to stdout; a closed pipe (`| head`) ends the output quietly.

@@ -23,6 +23,9 @@ pub struct FlamegraphArgs {
     /// Write folded-stack text (`frame;frame;... bytes`) for other flamegraph tools.
     #[arg(long)]
     pub folded: bool,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
@@ -58,7 +61,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
     } else {
         flamegraph::svg(&lines, &title, nothing)?
     };
-    common::write(&output, &content)?;
+    common::write(&output, &content, args.force)?;
     if output != std::path::Path::new("-") {
         eprintln!("vramtrace: wrote {}", output.display());
     }

@@ -16,6 +16,9 @@ pub struct ReportArgs {
     /// Timeline bucket width, e.g. 10ms (default: automatic).
     #[arg(long, value_name = "DURATION", value_parser = common::duration)]
     pub resolution: Option<u64>,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
@@ -52,7 +55,7 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
         leaks: &leaks,
         flamegraph: svg.as_deref(),
     });
-    common::write(&args.output, &page)?;
+    common::write(&args.output, &page, args.force)?;
     eprintln!("vramtrace: wrote {}", args.output.display());
     Ok(common::status(&run))
 }

@@ -172,3 +172,13 @@ pub fn raw_controls(out: &[u8]) -> Vec<(usize, u8)> {
     }
     found
 }
+
+/// A fresh directory with `traces/` in it holding one trace, `name`, of `lines`; the
+/// directory lives as long as the returned handle.
+pub fn one_trace_dir(name: &str, lines: &[String]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    write_trace(&traces, name, lines);
+    (dir, traces)
+}
