@@ -9,6 +9,7 @@ pub mod peak;
 pub mod python_hook;
 pub mod report;
 pub mod run;
+pub mod run_signals;
 pub mod snapshot;
 pub mod snapshot_input;
 pub mod summary;

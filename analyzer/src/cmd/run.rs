@@ -1,5 +1,6 @@
 //! `vramtrace run [options] -- CMD...`: runs a command with the interposer preloaded.
 
+use super::run_signals::{self, Forwarding};
 use crate::units;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -165,15 +166,17 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     }
 
     let _hook = (!args.no_torch).then(|| super::python_hook::install(&mut cmd, &args.command));
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", args.command[0]))?;
-    // Ctrl-C reaches the whole process group: let the command handle it and report after.
-    // SAFETY: changing this process's own dispositions.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
+    let forwarding = Forwarding::block(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let (message, code) = not_started(&args.command[0], &e);
+            eprintln!("vramtrace: {}: {message}", args.command[0]);
+            return Ok(code);
+        }
+    };
+    forwarding.start(child.id());
+    run_signals::wait_for_end(child.id());
     let status = child
         .wait()
         .map_err(|e| format!("waiting for {}: {e}", args.command[0]))?;
@@ -193,6 +196,20 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         out_dir.display()
     );
     Ok(exit_code(status))
+}
+
+/// Why a command could not be started, and the status a shell gives for it: 127 when
+/// there is no such command, 126 when it is there but cannot be executed.
+fn not_started(command: &str, e: &std::io::Error) -> (String, i32) {
+    match e.kind() {
+        std::io::ErrorKind::NotFound if !command.contains('/') => ("command not found".into(), 127),
+        std::io::ErrorKind::NotFound => ("No such file or directory".into(), 127),
+        std::io::ErrorKind::PermissionDenied if Path::new(command).is_dir() => {
+            ("Is a directory".into(), 126)
+        }
+        std::io::ErrorKind::PermissionDenied => ("Permission denied".into(), 126),
+        _ => (format!("cannot execute: {e}"), 126),
+    }
 }
 
 fn describe(status: ExitStatus) -> String {
