@@ -99,7 +99,9 @@ for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
     echo "  -- $(basename "$snap")"
     $VT snapshot "$snap" 2>&1 | head -n 12 | sed 's/^/    /'
   done
-  [ -e "$dir/torch-$pid.json" ] && sed 's/^/    /' "$dir/torch-$pid.json" | head -n 30
+  for info in "$dir"/torch-*-"$pid".json; do
+    [ -e "$info" ] && sed 's/^/    /' "$info" | head -n 30
+  done
   $VT oom "$dir" 2>&1 | head -n 12 | sed 's/^/    /'
 done
 du -sh "$WORK"
