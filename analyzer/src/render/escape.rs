@@ -66,15 +66,24 @@ pub fn markup(s: &str) -> Cow<'_, str> {
     })
 }
 
-/// JSON text (as serde_json writes it) made safe inside an HTML `<script>` element and
-/// on a terminal: `<`, `>` and `&` as `\u003c` and the like (no `</script>`, `<!--` or
-/// `<script` can end or swallow the element), and DEL, C1, U+2028/2029 and the
-/// bidirectional overrides, which serde_json leaves raw, as `\uXXXX`. Those characters
+/// JSON text (as serde_json writes it) made safe on a terminal: DEL, C1, U+2028/2029 and
+/// the bidirectional controls, which serde_json leaves raw, as `\uXXXX`. Those characters
 /// can only be inside JSON strings, where the escapes mean the same characters; C0
 /// controls are escaped there already, and outside strings are the layout's whitespace.
 pub fn json(s: &str) -> Cow<'_, str> {
-    let escape = |c: char| (is_unsafe(c) && c >= '\x7f') || matches!(c, '<' | '>' | '&');
-    if !s.chars().any(escape) {
+    json_escaping(s, |c| is_unsafe(c) && c >= '\x7f')
+}
+
+/// [`json`] for inside an HTML `<script>` element: `<`, `>` and `&` as `\u003c` and the
+/// like too, so no `</script>`, `<!--` or `<script` can end or swallow the element.
+pub fn script_json(s: &str) -> Cow<'_, str> {
+    json_escaping(s, |c| {
+        (is_unsafe(c) && c >= '\x7f') || matches!(c, '<' | '>' | '&')
+    })
+}
+
+fn json_escaping(s: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&escape) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
@@ -130,8 +139,16 @@ mod tests {
     #[test]
     fn json_cannot_end_a_script_element() {
         assert_eq!(
-            json("{\"h\":\"</script><!--\u{2028}\x7f\"}"),
+            script_json("{\"h\":\"</script><!--\u{2028}\x7f\"}"),
             "{\"h\":\"\\u003c/script\\u003e\\u003c!--\\u2028\\u007f\"}"
+        );
+    }
+
+    #[test]
+    fn json_keeps_template_brackets_readable() {
+        assert_eq!(
+            json("{\"f\":\"v<int>\u{9b}\"}"),
+            "{\"f\":\"v<int>\\u009b\"}"
         );
     }
 

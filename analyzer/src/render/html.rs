@@ -84,7 +84,7 @@ pub fn render(r: &Report) -> String {
         })).collect::<Vec<_>>(),
     });
     // No `</script>`, `<!--` or `<script` inside: the element ends where it should.
-    let data = escape::json(&data.to_string()).into_owned();
+    let data = escape::script_json(&data.to_string()).into_owned();
     let _ = write!(
         o,
         "<script type=\"application/json\" id=\"vt-data\">{data}</script>\n<script>{SCRIPT}</script>\n</body></html>\n"
