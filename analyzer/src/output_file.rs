@@ -8,29 +8,44 @@ use std::fs::File;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
+/// Why `path` cannot be written (`replace`: the user's `--force`), or None when it can:
+/// nothing is there, or a regular file to replace. Commands ask before a long load, so
+/// that a taken name fails at once; [`create`] asks again.
+pub fn refusal(path: &Path, replace: bool) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let kind = meta.file_type();
+    let what = if kind.is_symlink() {
+        return Some(format!(
+            "{}: is a symbolic link; not followed",
+            path.display()
+        ));
+    } else if kind.is_file() {
+        if replace {
+            return None;
+        }
+        return Some(format!(
+            "{}: already exists; not replaced (--force replaces it)",
+            path.display()
+        ));
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() || kind.is_socket() {
+        "a pipe or socket"
+    } else {
+        "a device"
+    };
+    Some(format!("{}: is {what}; not replaced", path.display()))
+}
+
 /// Creates `path` new. With `replace`, an existing regular file of that name is removed
 /// first; anything else there (a symbolic link, a directory, a device) is refused.
 pub fn create(path: &Path, replace: bool) -> Result<File, String> {
-    let shown = path.display();
-    if replace {
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            let kind = meta.file_type();
-            let what = if kind.is_symlink() {
-                Some("a symbolic link")
-            } else if kind.is_dir() {
-                Some("a directory")
-            } else if kind.is_file() {
-                None
-            } else if kind.is_fifo() || kind.is_socket() {
-                Some("a pipe or socket")
-            } else {
-                Some("a device")
-            };
-            if let Some(what) = what {
-                return Err(format!("{shown}: is {what}; not replaced"));
-            }
-            std::fs::remove_file(path).map_err(|e| format!("{shown}: cannot replace: {e}"))?;
-        }
+    if let Some(why) = refusal(path, replace) {
+        return Err(why);
+    }
+    if replace && path.exists() {
+        std::fs::remove_file(path)
+            .map_err(|e| format!("{}: cannot replace: {e}", path.display()))?;
     }
     std::fs::OpenOptions::new()
         .write(true)
@@ -39,19 +54,9 @@ pub fn create(path: &Path, replace: bool) -> Result<File, String> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists if is_symlink(path) => {
-                format!("{shown}: is a symbolic link; not followed")
-            }
-            std::io::ErrorKind::AlreadyExists if replace => {
-                format!("{shown}: appeared while it was being replaced; not written")
-            }
-            std::io::ErrorKind::AlreadyExists => {
-                format!("{shown}: already exists; not replaced (--force replaces it)")
-            }
-            _ => format!("{shown}: cannot create: {e}"),
+            // Planted between the look and the open: O_EXCL refused it.
+            std::io::ErrorKind::AlreadyExists => refusal(path, false)
+                .unwrap_or_else(|| format!("{}: appeared while being created", path.display())),
+            _ => format!("{}: cannot create: {e}", path.display()),
         })
-}
-
-fn is_symlink(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }

@@ -133,3 +133,21 @@ fn the_python_hook_is_private() {
     assert_eq!(mode(&hook.dir), 0o700);
     assert_eq!(mode(&hook.dir.join("sitecustomize.py")), 0o600);
 }
+
+/// A taken name fails at once, before the traces are read (a long load is not wasted):
+/// with traces that do not exist, the error is about the output.
+#[test]
+fn a_taken_name_fails_before_the_traces_are_read() {
+    let (dir, _) = traces();
+    let missing = dir.path().join("no-such-traces");
+    for (i, args) in WRITERS.iter().enumerate() {
+        let file = dir.path().join(format!("out-{i}"));
+        std::fs::write(&file, "keep me\n").unwrap();
+        let out = write_to(args, &file, missing.to_str().unwrap(), &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("already exists") && !stderr.contains("no-such-traces"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -30,6 +30,14 @@ pub fn status(run: &Run) -> i32 {
     }
 }
 
+/// Fails at once when `path` (not `-`) cannot be written, before a long load.
+pub fn check_output(path: &Path, replace: bool) -> Result<(), String> {
+    match crate::output_file::refusal(path, replace) {
+        Some(why) if path != Path::new("-") => Err(why),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `content` to a new file `path` (see [`crate::output_file`]; `replace`: the
 /// user's `--force`), or to stdout for `-`.
 pub fn write(path: &Path, content: &str, replace: bool) -> Result<(), String> {

@@ -32,6 +32,13 @@ pub struct FlamegraphArgs {
 }
 
 pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
+    // Folded text is for other tools' pipes; an SVG for a browser.
+    let output = match (&args.output, args.folded) {
+        (Some(path), _) => path.clone(),
+        (None, true) => PathBuf::from("-"),
+        (None, false) => PathBuf::from("vramtrace-flamegraph.svg"),
+    };
+    common::check_output(&output, args.force)?;
     let run = match common::load(&args.paths, LoadOptions { until: args.at }, |_| {})? {
         Ok(run) => run,
         Err(code) => return Ok(code),
@@ -49,12 +56,6 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
         };
         let lines = flamegraph::folded_peak(&peak::build(&run, args.at));
         (lines, title, "nothing live")
-    };
-    // Folded text is for other tools' pipes; an SVG for a browser.
-    let output = match (&args.output, args.folded) {
-        (Some(path), _) => path.clone(),
-        (None, true) => PathBuf::from("-"),
-        (None, false) => PathBuf::from("vramtrace-flamegraph.svg"),
     };
     let content = if args.folded {
         lines.iter().map(|l| format!("{l}\n")).collect()

@@ -25,6 +25,7 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: ReportArgs) -> Result<i32, String> {
+    common::check_output(&args.output, args.force)?;
     let mut timeline = TimelineBuilder::new(args.resolution);
     let mut oom = OomWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| {

@@ -26,6 +26,9 @@ pub struct TimelineArgs {
 }
 
 pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
+    if let Some(svg) = &args.svg {
+        common::check_output(svg, args.force)?;
+    }
     let mut builder = TimelineBuilder::new(args.resolution);
     let run = match common::load(&args.paths, Default::default(), |s| builder.step(s))? {
         Ok(run) => run,
