@@ -1,6 +1,6 @@
 //! `vramtrace run [options] -- CMD...`: runs a command with the interposer preloaded.
 
-use super::run_signals::{self, Forwarding};
+use super::run_child::{self, Forwarding};
 use crate::units;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -170,13 +170,13 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
-            let (message, code) = not_started(&args.command[0], &e);
+            let (message, code) = run_child::not_started(&args.command[0], &e);
             eprintln!("vramtrace: {}: {message}", args.command[0]);
             return Ok(code);
         }
     };
     forwarding.start(child.id());
-    run_signals::wait_for_end(child.id());
+    run_child::wait_for_end(child.id());
     let status = child
         .wait()
         .map_err(|e| format!("waiting for {}: {e}", args.command[0]))?;
@@ -196,20 +196,6 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         out_dir.display()
     );
     Ok(exit_code(status))
-}
-
-/// Why a command could not be started, and the status a shell gives for it: 127 when
-/// there is no such command, 126 when it is there but cannot be executed.
-fn not_started(command: &str, e: &std::io::Error) -> (String, i32) {
-    match e.kind() {
-        std::io::ErrorKind::NotFound if !command.contains('/') => ("command not found".into(), 127),
-        std::io::ErrorKind::NotFound => ("No such file or directory".into(), 127),
-        std::io::ErrorKind::PermissionDenied if Path::new(command).is_dir() => {
-            ("Is a directory".into(), 126)
-        }
-        std::io::ErrorKind::PermissionDenied => ("Permission denied".into(), 126),
-        _ => (format!("cannot execute: {e}"), 126),
-    }
 }
 
 fn describe(status: ExitStatus) -> String {

@@ -1,4 +1,5 @@
-//! Signals sent to `vramtrace run` reach the command it runs.
+//! The command `vramtrace run` starts: the status a shell gives when it cannot start, and
+//! the signals passed on to it while it runs.
 //!
 //! A batch scheduler, `kill` or a closing ssh session signals vramtrace, not the command
 //! behind it. Left at their default, SIGTERM and SIGHUP ended vramtrace alone: the
@@ -9,7 +10,22 @@
 //! (Ctrl-C, Ctrl-\, a hangup) went to the whole foreground process group, the command
 //! included, and are not sent again.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Why a command could not be started, and the status a shell gives for it: 127 when
+/// there is no such command, 126 when it is there but cannot be executed.
+pub fn not_started(command: &str, e: &std::io::Error) -> (String, i32) {
+    match e.kind() {
+        std::io::ErrorKind::NotFound if !command.contains('/') => ("command not found".into(), 127),
+        std::io::ErrorKind::NotFound => ("No such file or directory".into(), 127),
+        std::io::ErrorKind::PermissionDenied if Path::new(command).is_dir() => {
+            ("Is a directory".into(), 126)
+        }
+        std::io::ErrorKind::PermissionDenied => ("Permission denied".into(), 126),
+        _ => (format!("cannot execute: {e}"), 126),
+    }
+}
 
 /// The signals passed on.
 const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT];
