@@ -131,7 +131,7 @@ for n in 1000000 "$BIG"; do
     events=$(grep -c '"api"' "$dir"/*.jsonl)
     for v in "${VIEWS[@]}"; do
         args=("$v")
-        [ "$v" = report ] && args+=(-o "$WORK/report.html")
+        [ "$v" = report ] && args+=(--force -o "$WORK/report.html")
         say "vramtrace $v on $events events"
         /usr/bin/time -v "$REL/vramtrace" "${args[@]}" "$dir" > /dev/null 2> "$WORK/time.txt" || {
             say "vramtrace $v failed:"; tail -5 "$WORK/time.txt" >&2; }

@@ -102,7 +102,9 @@ for conf in "" "expandable_segments:True" "backend:cudaMallocAsync" "max_split_s
     echo "  -- $(basename "$snap")"
     $VT snapshot "$snap" 2>&1 | head -n 12 | sed 's/^/    /'
   done
-  [ -e "$dir/torch-$pid.json" ] && sed 's/^/    /' "$dir/torch-$pid.json" | head -n 30
+  for info in "$dir"/torch-*-"$pid".json; do
+    [ -e "$info" ] && sed 's/^/    /' "$info" | head -n 30
+  done
   $VT oom "$dir" 2>&1 | head -n 12 | sed 's/^/    /'
 done
 echo "== whatif: the default run replayed, and predicting the max_split_size_mb:128 run"

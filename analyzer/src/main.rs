@@ -76,7 +76,10 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(msg) => {
-            eprintln!("vramtrace: {msg}");
+            eprintln!(
+                "vramtrace: {}",
+                vramtrace_analyzer::render::escape::terminal(&msg)
+            );
             std::process::exit(2);
         }
     }

@@ -17,15 +17,69 @@ fn chromium() -> Option<&'static str> {
         })
 }
 
-#[test]
-fn report_renders_in_headless_chromium_with_the_summary_peak() {
-    let Some(browser) = chromium() else {
+/// The browser, or None (and a note) outside CI when there is none.
+fn browser() -> Option<&'static str> {
+    let found = chromium();
+    if found.is_none() {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
         assert!(
             !ci,
             "chromium is not installed: .ci/run installs it (apt-get install -y chromium)"
         );
         eprintln!("skipped: chromium is not installed (not CI)");
+    }
+    found
+}
+
+/// The DOM chromium built from `html` after its scripts ran, and chromium's log; the
+/// script must have run to its end without an error.
+fn rendered(browser: &str, html: &std::path::Path) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    // Under coreutils' timeout, which signals chromium's whole process group: a browser
+    // that hangs (waiting for a bus, a GPU process) fails the test instead of stalling CI.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10s", "120s", browser])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "chromium failed ({}; 124 or 137: timed out): {log}",
+        out.status
+    );
+    assert!(
+        dom.contains("id=\"vt-rendered\""),
+        "the report's script ran to its end: {dom}\n{log}"
+    );
+    assert!(!dom.contains("id=\"vt-error\""), "script error: {dom}");
+    for line in log.lines() {
+        assert!(
+            !(line.contains("CONSOLE") && line.contains("Uncaught")),
+            "a script error was logged: {line}"
+        );
+    }
+    (dom, log)
+}
+
+#[test]
+fn report_renders_in_headless_chromium_with_the_summary_peak() {
+    let Some(browser) = browser() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -63,40 +117,7 @@ fn report_renders_in_headless_chromium_with_the_summary_peak() {
         "nothing is fetched (namespace URIs of the SVG are names, not fetches)"
     );
 
-    let profile = tempfile::tempdir().unwrap();
-    // Under coreutils' timeout, which signals chromium's whole process group: a browser
-    // that hangs (waiting for a bus, a GPU process) fails the test instead of stalling CI.
-    let out = Command::new("timeout")
-        .args(["--kill-after=10s", "120s", browser])
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "chromium failed ({}; 124 or 137: timed out): {log}",
-        out.status
-    );
-    assert!(
-        dom.contains("id=\"vt-rendered\""),
-        "the report's script ran to its end: {dom}\n{log}"
-    );
-    assert!(!dom.contains("id=\"vt-error\""), "script error: {dom}");
+    let (dom, _) = rendered(browser, &html);
     // The script wrote the exact peak from the embedded summary.
     assert!(
         dom.contains(&format!("{peak} bytes (4.0 GiB)")),
@@ -106,10 +127,33 @@ fn report_renders_in_headless_chromium_with_the_summary_peak() {
         dom.contains("<polyline"),
         "the timeline plot is in the page"
     );
-    for line in log.lines() {
-        assert!(
-            !(line.contains("CONSOLE") && line.contains("Uncaught")),
-            "a script error was logged: {line}"
-        );
-    }
+}
+
+/// Hostile hosts, GPU labels and frames (`<!--<script>` among them) leave the page one
+/// document: its script runs and sees both GPUs' peaks, every section is in the DOM,
+/// and no element came from the trace.
+#[test]
+fn a_hostile_trace_leaves_the_report_whole_in_chromium() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    write_hostile_run(&traces);
+    let html = dir.path().join("report.html");
+    vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        traces.to_str().unwrap(),
+    ]);
+    let (dom, _) = rendered(browser, &html);
+    // Host evil's peak: 3 GiB; the other host's: 512 MiB, written by the script.
+    assert!(dom.contains("3221225472 bytes (3.0 GiB)"), "{dom}");
+    assert!(dom.contains("536870912 bytes (512.0 MiB)"), "{dom}");
+    // Processes, a section per GPU (2), who held the peak, failed allocations, never freed.
+    assert_eq!(dom.matches("<h2>").count(), 6, "{dom}");
+    assert_eq!(dom.matches("<script").count(), 2, "the report's own: {dom}");
+    assert!(!dom.contains("alert(1)</script>"), "{dom}");
 }

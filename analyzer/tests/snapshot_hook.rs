@@ -192,15 +192,30 @@ fn files(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The pid in the one `torch-PID.json` in `dir`, and that file read.
+/// The `HOST-PID` of the one `torch-HOST-PID.json` in `dir` (checked against this host's
+/// name and the pid the file records), and that file read.
 fn torch_info(dir: &Path) -> (String, serde_json::Value) {
     let name = files(dir)
         .into_iter()
         .find(|n| n.starts_with("torch-") && n.ends_with(".json"))
-        .expect("a torch-PID.json");
-    let pid = name["torch-".len()..name.len() - ".json".len()].to_string();
+        .expect("a torch-HOST-PID.json");
+    let id = name["torch-".len()..name.len() - ".json".len()].to_string();
     let text = std::fs::read_to_string(dir.join(&name)).unwrap();
-    (pid, serde_json::from_str(&text).unwrap())
+    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        id,
+        format!("{}-{}", host(), info["pid"]),
+        "named by host and pid"
+    );
+    (id, info)
+}
+
+/// This machine's host name, as the kernel has it.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim_end()
+        .to_string()
 }
 
 fn warnings(stderr: &str) -> Vec<&str> {
@@ -257,13 +272,12 @@ fn history_observer_and_snapshots_once_cuda_is_up() {
     );
 
     let traces = s.root.join("traces");
-    let (pid, info) = torch_info(&traces);
-    let oom = format!("torch-snapshot-{pid}-oom.pickle");
-    let exit = format!("torch-snapshot-{pid}.pickle");
-    assert_eq!(
-        files(&traces),
-        [format!("torch-{pid}.json"), oom.clone(), exit.clone()]
-    );
+    let (id, info) = torch_info(&traces);
+    let oom = format!("torch-snapshot-{id}-oom.pickle");
+    let exit = format!("torch-snapshot-{id}.pickle");
+    let mut expected = [format!("torch-{id}.json"), oom.clone(), exit.clone()];
+    expected.sort();
+    assert_eq!(files(&traces), expected);
     for name in [&oom, &exit] {
         use std::os::unix::fs::PermissionsExt;
         let path = traces.join(name);
@@ -302,7 +316,7 @@ fn repeated_out_of_memory_errors_are_listed_and_snapshotted_once() {
         String::from_utf8_lossy(&out.stderr)
     );
     let traces = s.root.join("traces");
-    let (pid, info) = torch_info(&traces);
+    let (id, info) = torch_info(&traces);
     let ooms = info["ooms"].as_array().unwrap();
     let sizes: Vec<u64> = ooms
         .iter()
@@ -311,7 +325,7 @@ fn repeated_out_of_memory_errors_are_listed_and_snapshotted_once() {
     assert_eq!(sizes, [4096, 4097, 4098, 4099, 4100]);
     assert_eq!(
         ooms[0]["snapshot"],
-        format!("torch-snapshot-{pid}-oom.pickle")
+        format!("torch-snapshot-{id}-oom.pickle")
     );
     assert!(ooms[1..].iter().all(|o| o["snapshot"].is_null()));
     assert_eq!(
@@ -333,7 +347,7 @@ fn repeated_out_of_memory_errors_are_listed_and_snapshotted_once() {
         ],
     );
     assert!(out.status.success());
-    let (pid, _) = torch_info(&s.root.join("traces"));
+    let (id, _) = torch_info(&s.root.join("traces"));
     let oom_files: Vec<String> = files(&s.root.join("traces"))
         .into_iter()
         .filter(|n| n.contains("-oom"))
@@ -341,9 +355,9 @@ fn repeated_out_of_memory_errors_are_listed_and_snapshotted_once() {
     assert_eq!(
         oom_files,
         [
-            format!("torch-snapshot-{pid}-oom-2.pickle"),
-            format!("torch-snapshot-{pid}-oom-3.pickle"),
-            format!("torch-snapshot-{pid}-oom.pickle"),
+            format!("torch-snapshot-{id}-oom-2.pickle"),
+            format!("torch-snapshot-{id}-oom-3.pickle"),
+            format!("torch-snapshot-{id}-oom.pickle"),
         ]
     );
 }
@@ -544,4 +558,64 @@ fn vramtrace_run_adds_the_hook_to_a_python_command() {
         .unwrap();
     assert!(out.status.success());
     assert!(!names(&calls(&s)).contains(&"record_memory_history".to_string()));
+}
+
+/// A Python program that execs itself keeps its pid: the second image finds the first's
+/// files there and writes its own beside them (`NAME.1`), replacing none.
+#[test]
+fn an_execd_image_of_the_same_pid_replaces_no_file() {
+    let s = setup();
+    std::fs::write(
+        s.root.join("exec_train.py"),
+        format!(
+            "{TRAIN}\nimport os, sys\nprint('image', len(sys.argv), os.getpid(), flush=True)\n\
+             if len(sys.argv) == 1:\n    os.execv(sys.executable, [sys.executable, __file__, 'again'])\n"
+        ),
+    )
+    .unwrap();
+    let out = python(&s, "exec_train.py", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(warnings(&stderr).is_empty(), "{stderr}");
+    // The program's own word: two images, one pid.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pids: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("image "))
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "{stdout}");
+    assert_eq!(pids[0], pids[1]);
+    let id = format!("{}-{}", host(), pids[0]);
+    let traces = s.root.join("traces");
+    // The first image ends at exec: no exit snapshot; the second writes one.
+    let mut expected = [
+        format!("torch-{id}.json"),
+        format!("torch-{id}.1.json"),
+        format!("torch-snapshot-{id}-oom.pickle"),
+        format!("torch-snapshot-{id}-oom.1.pickle"),
+        format!("torch-snapshot-{id}.pickle"),
+    ];
+    expected.sort();
+    assert_eq!(files(&traces), expected);
+    let info = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(traces.join(name)).unwrap()).unwrap()
+    };
+    let first = info(&format!("torch-{id}.json"));
+    let second = info(&format!("torch-{id}.1.json"));
+    assert_eq!(
+        first["snapshots"],
+        serde_json::json!([format!("torch-snapshot-{id}-oom.pickle")])
+    );
+    assert_eq!(
+        second["ooms"][0]["snapshot"],
+        format!("torch-snapshot-{id}-oom.1.pickle")
+    );
+    assert_eq!(
+        second["snapshots"],
+        serde_json::json!([
+            format!("torch-snapshot-{id}-oom.1.pickle"),
+            format!("torch-snapshot-{id}.pickle")
+        ])
+    );
 }

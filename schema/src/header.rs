@@ -30,6 +30,13 @@ pub struct Header {
     pub pid: u32,
     pub ppid: u32,
     pub host: String,
+    /// The command line, with the values of secret-looking options replaced
+    /// ([`crate::redact`]) whenever a header is written or read: a secret never reaches
+    /// a trace, and one in an older trace reaches no view.
+    #[serde(
+        serialize_with = "crate::redact::serialize",
+        deserialize_with = "crate::redact::deserialize"
+    )]
     pub argv: Vec<String>,
     /// The executable image (`/proc/self/exe`).
     pub exe: String,

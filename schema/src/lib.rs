@@ -11,6 +11,7 @@ mod fast;
 pub mod header;
 pub mod lost;
 pub mod reader;
+pub mod redact;
 pub mod stacks;
 mod write;
 

@@ -112,3 +112,61 @@ fn no_undocumented_environment_variable_reaches_a_trace() {
         );
     }
 }
+
+/// Secrets on the command line never reach the trace: the values of `--hf-token=`,
+/// `--password X`, `--api-key X`, `HF_TOKEN=` and a URL's password are replaced in the
+/// header, and appear nowhere in the file; the other arguments (the control) are kept.
+#[test]
+fn command_line_secrets_are_redacted_before_the_header_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--hf-token=vt-secret-1",
+        "--password",
+        "vt-secret-2",
+        "--api-key",
+        "vt-secret-3",
+        "HF_TOKEN=vt-secret-4",
+        "https://me:vt-secret-5@example.org/x",
+        "--tokenizer",
+        "gpt2",
+        "--lr",
+        "3",
+    ];
+    let out = run_within(
+        &mut traced(
+            "runtime_dynamic",
+            &args,
+            &format!("{}/", dir.path().display()),
+        ),
+        LIMIT,
+    );
+    succeeded(&out);
+    let names = listing(dir.path());
+    assert_eq!(names.len(), 1, "{names:?}");
+    let text = std::fs::read_to_string(dir.path().join(&names[0])).unwrap();
+    assert!(!text.contains("vt-secret"), "a secret reached the trace");
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let argv: Vec<&str> = header["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(argv[0].ends_with("runtime_dynamic"), "{argv:?}");
+    assert_eq!(
+        argv[1..],
+        [
+            "--hf-token=<redacted>",
+            "--password",
+            "<redacted>",
+            "--api-key",
+            "<redacted>",
+            "HF_TOKEN=<redacted>",
+            "https://me:<redacted>@example.org/x",
+            "--tokenizer",
+            "gpt2",
+            "--lr",
+            "3",
+        ]
+    );
+}

@@ -10,12 +10,14 @@
 #         an out-of-memory observer that writes a snapshot before the exception propagates
 #         (the first VRAMTRACE_TORCH_OOM_SNAPSHOTS out-of-memory errors, default 1: code
 #         that catches them and retries smaller, as cuDNN's workspace search does, can hit
-#         hundreds; every one is listed in torch-<pid>.json, and the exit snapshot's
-#         history holds them all);
+#         hundreds; every one is listed in torch-<host>-<pid>.json, and the exit
+#         snapshot's history holds them all);
 #       * writes a snapshot at exit, then turns the history off;
-#       * records the torch version and allocator settings in torch-<pid>.json.
-#   Files go beside the trace (the directory of VRAMTRACE_OUTPUT), created new with mode
-#   0600, never through a symlink or over an existing file.
+#       * records the torch version and allocator settings in torch-<host>-<pid>.json.
+#   Files go beside the trace (the directory of VRAMTRACE_OUTPUT), named by host and pid as
+#   the traces are (a directory shared by several nodes holds the same pids many times),
+#   created new with mode 0600, never through a symlink or over an existing file: a name
+#   that is taken (an exec'd image of the same pid) gets NAME.1, NAME.2, ...
 #   torch older than 2.1 (another history API, no snapshot dump) and the cudaMallocAsync
 #   backend (no history) get one warning and no snapshots.
 # Nothing here may break the program: every failure is one line on stderr,
@@ -95,6 +97,12 @@ def _vramtrace_torch_hook():
             warn("your sitecustomize (%s) raised %s: %s" % (spec.origin, type(e).__name__, e))
 
     # -- where files go ----------------------------------------------------------------
+    def host_name():
+        try:
+            return _os.uname()[1]
+        except Exception:
+            return ""
+
     def output_dir():
         pattern = _os.environ.get("VRAMTRACE_OUTPUT", "")
         if not pattern:
@@ -102,11 +110,7 @@ def _vramtrace_torch_hook():
         d = pattern if pattern.endswith("/") else _os.path.dirname(pattern)
         if not d:
             return _os.getcwd()
-        host = ""
-        try:
-            host = _os.uname()[1]
-        except Exception:
-            pass
+        host = host_name()
         d = (
             d.replace("%%", "\0")
             .replace("%p", str(_os.getpid()))
@@ -134,30 +138,57 @@ def _vramtrace_torch_hook():
         flags = _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | getattr(_os, "O_NOFOLLOW", 0)
         return _os.fdopen(_os.open(path, flags | getattr(_os, "O_CLOEXEC", 0), 0o600), "wb")
 
+    def stem(prefix, kind=""):
+        # torch-snapshot-HOST-PID-oom: the host as the traces have it, minus path separators.
+        host = host_name().replace(_os.sep, "_").replace("\0", "_") or "unknown"
+        return "%s-%s-%d%s" % (prefix, host, _os.getpid(), kind)
+
+    def create_new(base, suffix):
+        # The first free name of BASE.SUFFIX, BASE.1.SUFFIX, ...: (file, name).
+        d = output_dir()
+        for n in range(1000):
+            name = "%s%s%s" % (base, "" if n == 0 else ".%d" % n, suffix)
+            try:
+                return create(_os.path.join(d, name)), name
+            except FileExistsError:
+                continue
+        raise FileExistsError("%s: 1000 names taken" % _os.path.join(d, base + suffix))
+
     def write_info():
         import json
 
-        path = _os.path.join(output_dir(), "torch-%d.json" % _os.getpid())
+        text = (json.dumps(state["info"], indent=1, sort_keys=True) + "\n").encode()
+        pid, path = state.get("info_path", (None, None))
+        if pid != _os.getpid():
+            # Claims a name of its own (a forked child too); later writes replace that file only.
+            f, name = create_new(stem("torch"), ".json")
+            with f:
+                f.write(text)
+            state["info_path"] = (_os.getpid(), _os.path.join(output_dir(), name))
+            return
         tmp = "%s.%d.tmp" % (path, state["writes"])
         state["writes"] += 1
         with create(tmp) as f:
-            f.write((json.dumps(state["info"], indent=1, sort_keys=True) + "\n").encode())
+            f.write(text)
         _os.replace(tmp, path)
 
     def save_info():
-        guarded("writing torch-%d.json" % _os.getpid(), write_info)
+        guarded("writing %s" % stem("torch", ".json"), write_info)
 
-    def dump(torch, name):
+    def dump(torch, kind, oom=None):
+        # kind: "" at exit, "-oom[-N]" at an out-of-memory error (whose entry gets the name).
         import pickle
 
-        path = _os.path.join(output_dir(), name)
         snapshot = torch.cuda.memory._snapshot()
-        with create(path) as f:
+        f, name = create_new(stem("torch-snapshot", kind), ".pickle")
+        with f:
             # Protocol 4: what `vramtrace` and the memory_viz viewer read, on any Python.
             pickle.dump(snapshot, f, protocol=4)
+        if oom is not None:
+            oom["snapshot"] = name
         state["info"].setdefault("snapshots", []).append(name)
         save_info()
-        return path
+        return name
 
     # -- once torch is there ---------------------------------------------------------
     def on_oom(*args):
@@ -170,18 +201,16 @@ def _vramtrace_torch_hook():
             return
         state["ooms"] += 1
         n = state["ooms"]
-        name = None
+        entry = {"device": device, "allocation_bytes": size, "device_limit_bytes": limit,
+                 "device_free_bytes": free, "snapshot": None}
+        state["info"].setdefault("ooms", []).append(entry)
         # The observer is attached only where snapshots are possible.
-        if n <= state["oom_snapshots"]:
-            name = "torch-snapshot-%d-oom%s.pickle" % (_os.getpid(), "" if n == 1 else "-%d" % n)
-        state["info"].setdefault("ooms", []).append(
-            {"device": device, "allocation_bytes": size, "device_limit_bytes": limit,
-             "device_free_bytes": free, "snapshot": name}
-        )
-        if name is None:
+        if n > state["oom_snapshots"]:
             save_info()
         else:
-            guarded("writing a snapshot at out-of-memory", dump, torch, name)
+            kind = "-oom" if n == 1 else "-oom-%d" % n
+            if guarded("writing a snapshot at out-of-memory", dump, torch, kind, entry) is None:
+                save_info()  # the error is listed, without a snapshot
 
     def observer(*args):
         # Called from inside the allocator, maybe on an autograd thread: nothing, not even
@@ -244,12 +273,7 @@ def _vramtrace_torch_hook():
             return
         if not torch.cuda.is_initialized():
             return
-        guarded(
-            "writing a snapshot at exit",
-            dump,
-            torch,
-            "torch-snapshot-%d.pickle" % _os.getpid(),
-        )
+        guarded("writing a snapshot at exit", dump, torch, "")
         # Allocations during the rest of the shutdown would still take Python stacks.
         if not state["info"].get("memory_history"):
             return

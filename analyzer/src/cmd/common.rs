@@ -12,7 +12,7 @@ pub fn load(
 ) -> Result<Result<Run, i32>, String> {
     let run = Run::load(paths, options, each)?;
     for p in run.problems() {
-        eprintln!("vramtrace: {p}");
+        eprintln!("vramtrace: {}", crate::render::escape::terminal(&p));
     }
     if run.processes.is_empty() {
         eprintln!("vramtrace: no readable trace");
@@ -30,12 +30,24 @@ pub fn status(run: &Run) -> i32 {
     }
 }
 
-/// Writes `content` to `path`, or to stdout for `-`.
-pub fn write(path: &Path, content: &str) -> Result<(), String> {
+/// Fails at once when `path` (not `-`) cannot be written, before a long load.
+pub fn check_output(path: &Path, replace: bool) -> Result<(), String> {
+    match crate::output_file::refusal(path, replace) {
+        Some(why) if path != Path::new("-") => Err(why),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `content` to a new file `path` (see [`crate::output_file`]; `replace`: the
+/// user's `--force`), or to stdout for `-`.
+pub fn write(path: &Path, content: &str, replace: bool) -> Result<(), String> {
+    use std::io::Write;
     if path == Path::new("-") {
         return print(content);
     }
-    std::fs::write(path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    crate::output_file::create(path, replace)?
+        .write_all(content.as_bytes())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 /// Prints to stdout; a closed pipe (`| head`) ends the output quietly.

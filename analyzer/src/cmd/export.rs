@@ -7,7 +7,6 @@ use crate::render::csv::EventCsv;
 use crate::render::perfetto::PerfettoWriter;
 use crate::snapshot::write::memory_viz_bytes;
 use crate::views::memory_viz::{MemoryVizBuilder, DEFAULT_MAX_ENTRIES};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -28,6 +27,9 @@ pub struct ExportArgs {
     /// Output file (default: stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
@@ -38,9 +40,7 @@ type Finish = Box<dyn FnOnce(&crate::run::Run) -> std::io::Result<()>>;
 
 pub fn export(args: ExportArgs) -> Result<i32, String> {
     let out: Box<dyn Write> = match &args.output {
-        Some(p) if p.as_os_str() != "-" => {
-            Box::new(File::create(p).map_err(|e| format!("{}: cannot create: {e}", p.display()))?)
-        }
+        Some(p) if p.as_os_str() != "-" => Box::new(crate::output_file::create(p, args.force)?),
         _ => Box::new(std::io::stdout().lock()),
     };
     let out = BufWriter::with_capacity(1 << 20, out);

@@ -1,5 +1,6 @@
-//! `vramtrace flamegraph [-o FILE.svg] [--at TIME | --leaks] [--folded] TRACE|DIR...`:
-//! who held the bytes live at the peak (or at a moment, or never freed), as a flamegraph.
+//! `vramtrace flamegraph [-o FILE] [--at TIME | --leaks] [--folded] TRACE|DIR...`:
+//! who held the bytes live at the peak (or at a moment, or never freed), as a flamegraph
+//! (SVG, to vramtrace-flamegraph.svg by default) or folded stacks (to stdout by default).
 
 use super::common;
 use crate::render::flamegraph;
@@ -9,9 +10,10 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct FlamegraphArgs {
-    /// Output file (`-` for stdout).
-    #[arg(short, long, default_value = "vramtrace-flamegraph.svg")]
-    pub output: PathBuf,
+    /// Output file (`-` for stdout). Default: vramtrace-flamegraph.svg, and stdout with
+    /// `--folded`.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// The bytes live at this moment (time since the run's start) instead of at the peak.
     #[arg(long, value_name = "TIME", value_parser = common::duration, conflicts_with = "leaks")]
     pub at: Option<u64>,
@@ -21,36 +23,48 @@ pub struct FlamegraphArgs {
     /// Write folded-stack text (`frame;frame;... bytes`) for other flamegraph tools.
     #[arg(long)]
     pub folded: bool,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
 
 pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
+    // Folded text is for other tools' pipes; an SVG for a browser.
+    let output = match (&args.output, args.folded) {
+        (Some(path), _) => path.clone(),
+        (None, true) => PathBuf::from("-"),
+        (None, false) => PathBuf::from("vramtrace-flamegraph.svg"),
+    };
+    common::check_output(&output, args.force)?;
     let run = match common::load(&args.paths, LoadOptions { until: args.at }, |_| {})? {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
-    let (lines, title) = if args.leaks {
+    let (lines, title, nothing) = if args.leaks {
         (
             flamegraph::folded_leaks(&leaks::build(&run)),
             "Device memory never freed".to_string(),
+            "nothing leaked",
         )
     } else {
         let title = match args.at {
             Some(t) => format!("Device memory live at {}", crate::units::seconds(t)),
             None => "Device memory live at the peak".to_string(),
         };
-        (flamegraph::folded_peak(&peak::build(&run, args.at)), title)
+        let lines = flamegraph::folded_peak(&peak::build(&run, args.at));
+        (lines, title, "nothing live")
     };
     let content = if args.folded {
         lines.iter().map(|l| format!("{l}\n")).collect()
     } else {
-        flamegraph::svg(&lines, &title)?
+        flamegraph::svg(&lines, &title, nothing)?
     };
-    common::write(&args.output, &content)?;
-    if args.output != std::path::Path::new("-") {
-        eprintln!("vramtrace: wrote {}", args.output.display());
+    common::write(&output, &content, args.force)?;
+    if output != std::path::Path::new("-") {
+        eprintln!("vramtrace: wrote {}", output.display());
     }
     Ok(common::status(&run))
 }

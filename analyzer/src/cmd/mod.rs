@@ -10,6 +10,7 @@ pub mod peak;
 pub mod python_hook;
 pub mod report;
 pub mod run;
+pub mod run_child;
 pub mod snapshot;
 pub mod snapshot_input;
 pub mod summary;

@@ -5,19 +5,22 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct PackArgs {
-    /// The file to write (zstd-compressed tar; e.g. run.vtpack). Never overwritten.
+    /// The file to write (zstd-compressed tar; e.g. run.vtpack).
     #[arg(short, long)]
     pub output: PathBuf,
     /// Take out the command line, paths and host names (see the README for what changes).
     #[arg(long)]
     pub redact: bool,
+    /// Replace FILE if it exists (a regular file only).
+    #[arg(long)]
+    pub force: bool,
     /// Trace directories or files, snapshots, torch-*.json.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 pub fn pack(args: PackArgs) -> Result<i32, String> {
-    let packed = crate::pack::write(&args.output, &args.inputs, args.redact)?;
+    let packed = crate::pack::write(&args.output, &args.inputs, args.redact, args.force)?;
     let size = std::fs::metadata(&args.output)
         .map(|m| m.len())
         .unwrap_or(0);

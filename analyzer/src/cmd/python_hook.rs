@@ -94,8 +94,12 @@ pub fn write_hook() -> Result<PythonHook, String> {
     buf.pop();
     let dir = PathBuf::from(std::ffi::OsStr::from_bytes(&buf));
     let hook = PythonHook { dir };
-    std::fs::write(hook.dir.join("sitecustomize.py"), SITECUSTOMIZE)
-        .map_err(|e| format!("cannot write {}: {e}", hook.dir.display()))?;
+    let path = hook.dir.join("sitecustomize.py");
+    crate::output_file::create(&path, false).and_then(|mut f| {
+        use std::io::Write;
+        f.write_all(SITECUSTOMIZE.as_bytes())
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    })?;
     Ok(hook)
 }
 

@@ -16,12 +16,16 @@ pub struct ReportArgs {
     /// Timeline bucket width, e.g. 10ms (default: automatic).
     #[arg(long, value_name = "DURATION", value_parser = common::duration)]
     pub resolution: Option<u64>,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
 
 pub fn report(args: ReportArgs) -> Result<i32, String> {
+    common::check_output(&args.output, args.force)?;
     let mut timeline = TimelineBuilder::new(args.resolution);
     let mut oom = OomWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| {
@@ -44,7 +48,7 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
             .map(|d| (d.host.as_str(), d.gpu.as_str(), &d.at_peak[..]))
             .collect::<Vec<_>>(),
     );
-    let svg = flamegraph::svg(&folded, "Device memory live at the peak").ok();
+    let svg = flamegraph::svg(&folded, "Device memory live at the peak", "nothing live").ok();
     let page = html::render(&Report {
         summary: &summary,
         timeline: &timeline,
@@ -52,7 +56,7 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
         leaks: &leaks,
         flamegraph: svg.as_deref(),
     });
-    common::write(&args.output, &page)?;
+    common::write(&args.output, &page, args.force)?;
     eprintln!("vramtrace: wrote {}", args.output.display());
     Ok(common::status(&run))
 }

@@ -1,5 +1,6 @@
 //! `vramtrace run [options] CMD...`: runs a command with the interposer preloaded.
 
+use super::run_child::{self, Forwarding};
 use crate::units;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -158,15 +159,17 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     }
 
     let _hook = (!args.no_torch).then(|| super::python_hook::install(&mut cmd, &args.command));
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", args.command[0]))?;
-    // Ctrl-C reaches the whole process group: let the command handle it and report after.
-    // SAFETY: changing this process's own dispositions.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
+    let forwarding = Forwarding::block(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let (message, code) = run_child::not_started(&args.command[0], &e);
+            eprintln!("vramtrace: {}: {message}", args.command[0]);
+            return Ok(code);
+        }
+    };
+    forwarding.start(child.id());
+    run_child::wait_for_end(child.id());
     let status = child
         .wait()
         .map_err(|e| format!("waiting for {}: {e}", args.command[0]))?;

@@ -2,6 +2,7 @@
 //! device (reserved, allocated, requested, fragmentation) and its out-of-memory entries.
 
 use super::common;
+use crate::render::escape::terminal;
 use crate::snapshot::{figures, read_snapshot, timeline, DeviceSnapshot, Frame, Generation};
 use crate::units::{self, bytes};
 use serde_json::{json, Value};
@@ -34,9 +35,7 @@ pub fn snapshot(args: SnapshotArgs) -> Result<i32, String> {
             "allocator_settings": snap.allocator_settings,
             "devices": devices,
         });
-        let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        text.push('\n');
-        common::print(&text)?;
+        common::print(&crate::render::json(&doc))?;
     } else {
         common::print(&text(&args.path, &snap))?;
     }
@@ -174,7 +173,13 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
                 );
             }
             for fr in o.frames.iter().take(FRAMES_SHOWN) {
-                let _ = writeln!(out, "    {} {}:{}", fr.name, fr.filename, fr.line);
+                let _ = writeln!(
+                    out,
+                    "    {} {}:{}",
+                    terminal(&fr.name),
+                    terminal(&fr.filename),
+                    fr.line
+                );
             }
         }
     }

@@ -73,10 +73,7 @@ pub fn summary(path: &Path, as_json: bool) -> Result<i32, String> {
             "source": "pytorch-snapshot", "path": path.display().to_string(),
             "processes": [{ "path": path.display().to_string(), "devices": devices }],
         });
-        common::print(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        ))?;
+        common::print(&crate::render::json(&doc))?;
     } else {
         let mut o = format!("{}: a PyTorch memory snapshot\n", path.display());
         for d in &devices {
@@ -158,10 +155,7 @@ pub fn oom(path: &Path, as_json: bool) -> Result<i32, String> {
     }
     if as_json {
         let doc = json!({"format": "vramtrace-oom", "version": 1, "source": "pytorch-snapshot", "failures": failures});
-        common::print(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        ))?;
+        common::print(&crate::render::json(&doc))?;
     } else if failures.is_empty() {
         common::print(&format!(
             "{}: no out-of-memory entry in this snapshot\n",

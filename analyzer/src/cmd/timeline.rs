@@ -17,12 +17,18 @@ pub struct TimelineArgs {
     /// Also write the plot as SVG to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    #[arg(long)]
+    pub force: bool,
     /// Trace files or directories of traces.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
 
 pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
+    if let Some(svg) = &args.svg {
+        common::check_output(svg, args.force)?;
+    }
     let mut builder = TimelineBuilder::new(args.resolution);
     let run = match common::load(&args.paths, Default::default(), |s| builder.step(s))? {
         Ok(run) => run,
@@ -31,7 +37,7 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
     builder.merge_snapshots(&run, &args.paths);
     let view = builder.finish(&run);
     if let Some(svg) = &args.svg {
-        common::write(svg, &render::svg::document(&view))?;
+        common::write(svg, &render::svg::document(&view), args.force)?;
     }
     if args.json {
         common::print(&render::json(&view))?;

@@ -1,5 +1,6 @@
 //! CSV: the timeline's buckets, and every event of a run as it streams by (`export`).
 
+use super::escape::csv as field;
 use crate::run::Step;
 use crate::views::timeline::Timeline;
 use std::fmt::Write as _;
@@ -27,15 +28,6 @@ pub fn timeline(t: &Timeline) -> String {
         }
     }
     o
-}
-
-/// A CSV field, quoted when it needs to be.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// Writes every event as a row, with what the process and the whole GPU held after it.

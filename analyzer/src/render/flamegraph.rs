@@ -1,6 +1,7 @@
 //! Flamegraphs of live bytes: folded stacks (`frame;frame;... bytes`, the format other
 //! tools read) and their SVG, drawn by inferno.
 
+use super::escape::folded;
 use crate::views::groups::Group;
 use crate::views::leaks::Leaks;
 use crate::views::peak::PeakView;
@@ -22,10 +23,11 @@ pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
     let many = devices.len() > 1;
     let mut lines = Vec::new();
     for (host, gpu, groups) in devices {
-        for g in groups.iter() {
+        // A 0-byte group (`cudaMalloc(0)`) has no width; inferno refuses a graph of them.
+        for g in groups.iter().filter(|g| g.bytes > 0) {
             let mut parts = Vec::new();
             if many {
-                parts.push(format!("{host} {gpu}"));
+                parts.push(format!("{} {}", folded(host), folded(gpu)));
             }
             parts.push(format!("pid {}", g.pid.unwrap_or(0)));
             let frames = stacks::folded(&g.frames);
@@ -44,7 +46,7 @@ pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
     leaks
         .groups
         .iter()
-        .filter(|g| g.kind != "host")
+        .filter(|g| g.kind != "host" && g.bytes > 0)
         .map(|g| {
             let mut parts = vec![format!("pid {}", g.pid)];
             let frames = stacks::folded(&g.frames);
@@ -57,8 +59,9 @@ pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
         .collect()
 }
 
-/// An SVG flamegraph of folded lines (bytes as the width), titled `title`.
-pub fn svg(lines: &[String], title: &str) -> Result<String, String> {
+/// An SVG flamegraph of folded lines (bytes as the width), titled `title`; without lines,
+/// one bar saying `nothing` (`nothing live`, `nothing leaked`).
+pub fn svg(lines: &[String], title: &str, nothing: &str) -> Result<String, String> {
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.count_name = "bytes".into();
@@ -66,7 +69,7 @@ pub fn svg(lines: &[String], title: &str) -> Result<String, String> {
     let mut out = Vec::new();
     if lines.is_empty() {
         // inferno refuses empty input; a run with nothing live still gets a picture.
-        let empty = ["nothing live 1".to_string()];
+        let empty = [format!("{nothing} 1")];
         inferno::flamegraph::from_lines(&mut options, empty.iter().map(String::as_str), &mut out)
     } else {
         inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)

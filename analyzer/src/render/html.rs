@@ -3,7 +3,8 @@
 //! largest rows. The script renders the exact figures from the embedded JSON and leaves
 //! `#vt-rendered` (or `#vt-error`) in the page, so a headless browser can check it.
 
-use super::svg::{self, esc};
+use super::escape::{self, markup as esc};
+use super::svg;
 use crate::units::{self, bytes};
 use crate::views::leaks::Leaks;
 use crate::views::oom::OomView;
@@ -82,8 +83,8 @@ pub fn render(r: &Report) -> String {
             "host": d.host, "gpu": d.gpu, "peak_reserved_bytes": d.peak_reserved_bytes
         })).collect::<Vec<_>>(),
     });
-    // `</` cannot end the script element early once escaped.
-    let data = data.to_string().replace("</", "<\\/");
+    // No `</script>`, `<!--` or `<script` inside: the element ends where it should.
+    let data = escape::script_json(&data.to_string()).into_owned();
     let _ = write!(
         o,
         "<script type=\"application/json\" id=\"vt-data\">{data}</script>\n<script>{SCRIPT}</script>\n</body></html>\n"

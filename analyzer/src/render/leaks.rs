@@ -1,5 +1,6 @@
 //! `leaks` as text.
 
+use super::escape::terminal as t;
 use crate::units;
 use crate::views::leaks::Leaks;
 use std::fmt::Write;
@@ -48,7 +49,7 @@ pub fn text(v: &Leaks, limit: usize) -> String {
                 units::seconds(g.first_time_ns),
                 units::seconds(g.last_time_ns)
             ),
-            g.who()
+            t(&g.who())
         );
     }
     if v.groups.len() > limit {

@@ -2,6 +2,7 @@
 //! stream by). Text for the terminal, JSON, CSV, SVG, one-file HTML, Chrome trace JSON.
 
 pub mod csv;
+pub mod escape;
 pub mod flamegraph;
 pub mod html;
 pub mod leaks;
@@ -18,5 +19,5 @@ pub fn json<T: Serialize>(view: &T) -> String {
     let mut s =
         serde_json::to_string_pretty(view).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     s.push('\n');
-    s
+    escape::json(&s).into_owned()
 }

@@ -1,5 +1,6 @@
 //! `oom` as text: each failure in plain words with the numbers.
 
+use super::escape::terminal as t;
 use crate::units::{self, bytes};
 use crate::views::oom::OomView;
 use std::fmt::Write;
@@ -16,7 +17,7 @@ pub fn text(v: &OomView) -> String {
         let rank = f
             .rank
             .as_ref()
-            .map(|r| format!(" (rank {r})"))
+            .map(|r| format!(" (rank {})", t(r)))
             .unwrap_or_default();
         let _ = writeln!(o, "failure {} of {}", n + 1, v.failures.len());
         let _ = writeln!(
@@ -28,7 +29,7 @@ pub fn text(v: &OomView) -> String {
             bytes(f.requested_bytes),
             f.requested_bytes,
             f.device,
-            f.gpu,
+            t(&f.gpu),
             f.result_name
         );
         let _ = writeln!(
@@ -44,7 +45,7 @@ pub fn text(v: &OomView) -> String {
                 "    {:>12}  {:>6} blocks  {}",
                 bytes(g.bytes),
                 g.blocks,
-                g.who()
+                t(&g.who())
             );
         }
         if f.live_groups.len() > TOP_GROUPS {
@@ -90,10 +91,10 @@ pub fn text(v: &OomView) -> String {
                 );
             }
         }
-        let _ = writeln!(o, "  {}", f.explanation);
+        let _ = writeln!(o, "  {}", t(&f.explanation));
         let _ = writeln!(o, "  What to try:");
         for a in &f.advice {
-            let _ = writeln!(o, "    - {a}");
+            let _ = writeln!(o, "    - {}", t(a));
         }
         let _ = writeln!(o);
     }

@@ -1,5 +1,6 @@
 //! `peak` as text.
 
+use super::escape::terminal as t;
 use crate::units;
 use crate::views::peak::PeakView;
 use std::fmt::Write;
@@ -13,6 +14,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
     }
     for d in &v.devices {
         let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+        let label = t(&label);
         let what = if v.at_ns.is_some() { "live" } else { "peak" };
         let _ = writeln!(
             o,
@@ -26,7 +28,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
                 let rank = p
                     .rank
                     .as_ref()
-                    .map(|r| format!(" (rank {r})"))
+                    .map(|r| format!(" (rank {})", t(r)))
                     .unwrap_or_default();
                 let _ = writeln!(o, "  {:>12}  pid {}{rank}", units::bytes(p.bytes), p.pid);
             }
@@ -44,7 +46,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
                 g.blocks,
                 g.pid.unwrap_or(0),
                 g.device.unwrap_or(0),
-                g.who()
+                t(&g.who())
             );
         }
         if d.groups.len() > limit {

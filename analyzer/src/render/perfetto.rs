@@ -37,7 +37,8 @@ impl<W: Write> PerfettoWriter<W> {
             self.out.write_all(b",\n")?;
         }
         self.first = false;
-        serde_json::to_writer(&mut self.out, &v).map_err(std::io::Error::other)
+        let text = serde_json::to_string(&v).map_err(std::io::Error::other)?;
+        self.out.write_all(super::escape::json(&text).as_bytes())
     }
 
     pub fn step(&mut self, s: &Step) -> std::io::Result<()> {

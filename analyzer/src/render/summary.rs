@@ -1,5 +1,6 @@
 //! `summary` as text: one screen.
 
+use super::escape::terminal as t;
 use crate::units;
 use crate::views::preallocation;
 use crate::views::summary::Summary;
@@ -23,6 +24,7 @@ pub fn text(s: &Summary) -> String {
     );
     for d in &s.devices {
         let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+        let label = t(&label);
         let _ = writeln!(
             o,
             "{label}: peak {} at {}, {} at the end{}",
@@ -46,7 +48,7 @@ pub fn text(s: &Summary) -> String {
                 "  {:>12}  {:>6} blocks  {}{who}",
                 units::bytes(g.bytes),
                 g.blocks,
-                g.who()
+                t(&g.who())
             );
         }
     }
@@ -66,8 +68,8 @@ pub fn text(s: &Summary) -> String {
                 o,
                 "{:>8} {:>5} {:<12} {}",
                 p.pid,
-                p.rank.as_deref().unwrap_or("-"),
-                p.host,
+                t(p.rank.as_deref().unwrap_or("-")),
+                t(&p.host),
                 if peaks.is_empty() {
                     "-".to_string()
                 } else {
@@ -81,7 +83,7 @@ pub fn text(s: &Summary) -> String {
         let rank = p
             .rank
             .as_ref()
-            .map(|r| format!(", rank {r}"))
+            .map(|r| format!(", rank {}", t(r)))
             .unwrap_or_default();
         let state = match (&p.cut_by, p.complete) {
             (Some(why), _) => format!(" (trace cut: {why}; the process went on)"),
@@ -92,8 +94,8 @@ pub fn text(s: &Summary) -> String {
             o,
             "process {} on {}{rank}: {}{state}",
             p.pid,
-            p.host,
-            p.argv.join(" ")
+            t(&p.host),
+            t(&p.argv.join(" "))
         );
         let _ = writeln!(
             o,
@@ -127,7 +129,7 @@ pub fn text(s: &Summary) -> String {
                     "    {:>12}  {:>6} blocks  {}",
                     units::bytes(g.bytes),
                     g.blocks,
-                    g.who()
+                    t(&g.who())
                 );
             }
             if let Some(n) = preallocation::of(&s.preallocations, p.pid, d.device) {
@@ -162,11 +164,15 @@ pub fn text(s: &Summary) -> String {
             );
         }
         if let Some(e) = &p.error {
-            let _ = writeln!(o, "  read error: {e} (figures cover the lines before it)");
+            let _ = writeln!(
+                o,
+                "  read error: {} (figures cover the lines before it)",
+                t(e)
+            );
         }
     }
     for u in &s.unreadable {
-        let _ = writeln!(o, "\nunreadable: {u}");
+        let _ = writeln!(o, "\nunreadable: {}", t(u));
     }
     out
 }

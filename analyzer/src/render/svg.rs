@@ -1,6 +1,7 @@
 //! A minimal SVG line plot of live bytes over time (no plotting crate: a few hundred
 //! lines of polyline and axes build in no time on a 2-core CI, and the output is small).
 
+use super::escape::markup as esc;
 use crate::units;
 use crate::views::timeline::{Timeline, TimelineSeries};
 use std::fmt::Write;
@@ -194,12 +195,4 @@ fn trim_secs(s: f64) -> String {
     let t = format!("{s:.6}");
     let t = t.trim_end_matches('0').trim_end_matches('.');
     format!("{t}s")
-}
-
-/// Escapes text for XML and HTML.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

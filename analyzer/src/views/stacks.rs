@@ -118,7 +118,7 @@ pub fn folded(frames: &[ShownFrame]) -> String {
     frames
         .iter()
         .rev()
-        .map(|f| f.text.replace(';', ":"))
+        .map(|f| crate::render::escape::folded(&f.text))
         .collect::<Vec<_>>()
         .join(";")
 }

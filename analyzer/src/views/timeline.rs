@@ -219,24 +219,37 @@ impl TimelineBuilder {
         }
     }
 
-    /// Adds, for each PyTorch snapshot beside the traces (`torch-snapshot-PID*.pickle`, as
-    /// `vramtrace run`'s hook writes them), the bytes its memory history says were in use,
-    /// on the run's clock: one timeline shows device, reserved and allocated together.
-    /// A snapshot that cannot be read is reported and left out.
+    /// Adds, for each PyTorch snapshot beside the traces (as `vramtrace run`'s hook writes
+    /// them, matched to their process by [`super::snapshots_beside`]), the bytes its memory
+    /// history says were in use, on the run's clock: one timeline shows device, reserved
+    /// and allocated together. A snapshot that cannot be read is reported and left out.
     pub fn merge_snapshots(&mut self, run: &Run, paths: &[std::path::PathBuf]) {
-        for (path, pid) in snapshots_beside(paths) {
-            let Some(p) = run.processes.iter().position(|m| m.header.pid == pid) else {
+        for file in super::snapshots_beside::snapshots_beside(paths) {
+            if !run.processes.iter().any(|m| m.header.pid == file.pid) {
                 continue;
-            };
-            let snap = match crate::snapshot::read::read_snapshot(&path) {
+            }
+            let snap = match crate::snapshot::read::read_snapshot(&file.path) {
                 Ok(s) => s,
                 Err(e) => {
+                    let e = crate::render::escape::terminal(&e);
                     eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
                     continue;
                 }
             };
-            for d in &snap.devices {
-                let t = crate::snapshot::timeline::timeline(d);
+            let timelines: Vec<_> = snap
+                .devices
+                .iter()
+                .map(|d| (d, crate::snapshot::timeline::timeline(d)))
+                .collect();
+            let last_us = timelines
+                .iter()
+                .flat_map(|(_, t)| t.points.iter().filter_map(|pt| pt.time_us))
+                .max()
+                .and_then(|us| u64::try_from(us).ok());
+            let Some(p) = super::snapshots_beside::owner(run, &file, last_us) else {
+                continue;
+            };
+            for (d, t) in &timelines {
                 let mut points: Vec<(u64, u64)> = t
                     .points
                     .iter()
@@ -392,30 +405,4 @@ pub struct Point {
     pub max_bytes: u64,
     /// Bytes live at the end of the bucket.
     pub live_bytes: u64,
-}
-
-/// Snapshot files in the directories of `paths`, with the pid their name carries.
-fn snapshots_beside(paths: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, u32)> {
-    let mut out = Vec::new();
-    for dir in paths.iter().filter(|p| p.is_dir()) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix("torch-snapshot-") else {
-                continue;
-            };
-            if !name.ends_with(".pickle") {
-                continue;
-            }
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            if let Ok(pid) = digits.parse() {
-                out.push((path, pid));
-            }
-        }
-    }
-    out.sort();
-    out
 }

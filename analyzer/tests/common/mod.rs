@@ -127,3 +127,93 @@ pub fn layout(s: &vramtrace_analyzer::snapshot::Snapshot, device: i64) -> Layout
         })
         .unwrap_or_default()
 }
+
+/// Strings written to break a tracer's outputs: terminal escapes (clear the screen, red,
+/// the window title), C1 CSI, DEL, a right-to-left override, line breaks and `;` that
+/// would forge folded stacks, a comment and script opener that swallows the rest of an
+/// HTML page, and spreadsheet formulas.
+pub const HOSTILE: &str =
+    "\x1b[2J\x1b[31m\x1b]0;pwned\x07\u{9b}1m\x7f\u{202e}<!--<script>alert(1)</script>&\"'\n1;fake;stack 99999999\r";
+
+/// A run of two hosts whose every string from the trace is hostile: host, argv, exe,
+/// `RANK`, `CUDA_VISIBLE_DEVICES` (the GPU label), the output setting, frames' functions,
+/// files and modules, and a marker name. Host `evil` holds 1 GiB from stack A and 2 GiB
+/// from stack B at its peak and fails a 64 GiB allocation; host `=HYPERLINK("x")` holds
+/// 512 MiB from stack A. Nothing is freed.
+pub fn write_hostile_run(dir: &Path) {
+    let h = HOSTILE;
+    let header_of = |pid: u32, host: &str| {
+        json!({
+            "format": "vramtrace", "version": 1, "pid": pid, "ppid": 1, "host": host,
+            "argv": ["python", format!("train{h}.py"), "--hf-token=hf_SECRETvalue", "--password", "hunter2"],
+            "exe": format!("/usr/bin/python{h}"), "start_unix_ns": 1_700_000_000 * S, "start_mono_ns": S,
+            "env": {"RANK": format!("0{h}"), "CUDA_VISIBLE_DEVICES": format!("GPU-{h}")},
+            "settings": {"output": format!("traces{h}/%h-%p.jsonl"), "children": true, "flush_ms": 100},
+            "interposer": "0.1.0"
+        })
+        .to_string()
+    };
+    let frame = |ip: u64, name: &str| {
+        json!({"frame": {"ip": ip, "module": format!("/lib/{h}.so"), "offset": 16,
+            "function": format!("{name}{h}"), "file": format!("{h}.c"), "line": 7}})
+        .to_string()
+    };
+    let node = |id: u64, parent: u64, ip: u64| {
+        json!({"node": {"id": id, "parent": parent, "ip": ip}}).to_string()
+    };
+    let on_stack = |line: String, stack: u64| {
+        let mut v: Value = serde_json::from_str(&line).unwrap();
+        v["stack"] = json!(stack);
+        v.to_string()
+    };
+    let stacks = [
+        frame(0x100, "main"),
+        frame(0x200, "alloc_a"),
+        frame(0x300, "alloc_b"),
+        node(1, 0, 0x100),
+        node(2, 1, 0x200),
+        node(3, 1, 0x300),
+        json!({"name": {"id": 1, "text": format!("step{h}")}}).to_string(),
+    ];
+    let mut evil = vec![header_of(100, &format!("evil{h}"))];
+    evil.extend(stacks.iter().cloned());
+    evil.extend([
+        on_stack(alloc(10 * MS, 0, "cudaMalloc", 0x1000, GIB), 2),
+        json!({"t": 15 * MS, "tid": 7, "dev": 0, "api": "vramtrace_marker", "res": 0, "handle": 1})
+            .to_string(),
+        on_stack(alloc(20 * MS, 0, "cudaMalloc", 0x2000, 2 * GIB), 3),
+        on_stack(failed(30 * MS, 0, "cudaMalloc", 64 * GIB), 3),
+        end(40 * MS, 4),
+    ]);
+    write_trace(dir, "vramtrace-evil-100.jsonl", &evil);
+    let mut other = vec![header_of(200, "=HYPERLINK(\"http://x\")")];
+    other.extend(stacks.iter().cloned());
+    other.extend([
+        on_stack(alloc(10 * MS, 0, "cudaMalloc", 0x1000, 512 * MIB), 2),
+        end(40 * MS, 1),
+    ]);
+    write_trace(dir, "vramtrace-other-200.jsonl", &other);
+}
+
+/// Raw bytes a terminal acts on: C0 controls but the line feed, DEL, and C1 (U+0080 to
+/// U+009F, `C2 80`-`C2 9F` in UTF-8).
+pub fn raw_controls(out: &[u8]) -> Vec<(usize, u8)> {
+    let mut found = Vec::new();
+    for (i, &b) in out.iter().enumerate() {
+        let c1 = b == 0xc2 && out.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n));
+        if (b < 0x20 && b != b'\n') || b == 0x7f || c1 {
+            found.push((i, b));
+        }
+    }
+    found
+}
+
+/// A fresh directory with `traces/` in it holding one trace, `name`, of `lines`; the
+/// directory lives as long as the returned handle.
+pub fn one_trace_dir(name: &str, lines: &[String]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    write_trace(&traces, name, lines);
+    (dir, traces)
+}

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use vramtrace_schema::reader::compressed;
 
+mod redact;
+
 /// The most members a pack may hold: a run of 128 nodes x 8 GPUs with a snapshot each is
 /// about 2,000; a hostile pack of millions of empty members is refused.
 const MAX_MEMBERS: usize = 100_000;
@@ -74,21 +76,21 @@ fn members(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
     Ok(out)
 }
 
-/// Writes the pack of `inputs` to `out` (created 0600, never over an existing file).
-pub fn write(out: &Path, inputs: &[PathBuf], redact: bool) -> Result<Packed, String> {
+/// Writes the pack of `inputs` to `out` (created as every output is: 0600, never through a
+/// link, over an existing file only with `replace`).
+pub fn write(
+    out: &Path,
+    inputs: &[PathBuf],
+    redact: bool,
+    replace: bool,
+) -> Result<Packed, String> {
     let members = members(inputs)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(out)
-        .map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
+    let file = crate::output_file::create(out, replace)?;
     let encoder = zstd::stream::write::Encoder::new(BufWriter::new(file), 3)
         .map_err(|e| format!("{}: {e}", out.display()))?;
     let mut tar = tar::Builder::new(encoder);
     let mut packed = Packed::default();
-    let mut redactor = super::redact::Redactor::default();
+    let mut redactor = redact::Redactor::default();
     if redact {
         // Hosts first: their names are in the file names of members packed before them.
         for (path, name) in &members {
