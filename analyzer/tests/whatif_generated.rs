@@ -266,15 +266,25 @@ fn the_oom_post_mortem_says_which_settings_would_have_avoided_it() {
 }
 
 /// A `vramtrace run` directory: the hook's snapshot, without settings (PyTorch < 2.4),
-/// and torch-PID.json with the PYTORCH_CUDA_ALLOC_CONF the process had.
+/// and torch-HOST-PID.json (torch-PID.json from older hooks) with the
+/// PYTORCH_CUDA_ALLOC_CONF the process had.
 #[test]
 fn a_run_directory_replays_its_snapshot_under_the_saved_environment() {
+    for (snapshot, info) in [
+        ("torch-snapshot-node1-4242.pickle", "torch-node1-4242.json"),
+        ("torch-snapshot-4242.pickle", "torch-4242.json"),
+    ] {
+        run_directory_with(snapshot, info);
+    }
+}
+
+fn run_directory_with(snapshot: &str, info: &str) {
     let dir = generate();
     let run = dir.path().join("run");
     std::fs::create_dir(&run).unwrap();
     std::fs::copy(
         dir.path().join("max_split_unrecorded.pickle"),
-        run.join("torch-snapshot-4242.pickle"),
+        run.join(snapshot),
     )
     .unwrap();
     let whatif = || {
@@ -291,7 +301,7 @@ fn a_run_directory_replays_its_snapshot_under_the_saved_environment() {
     let message = drift["message"].as_str().unwrap();
     assert!(message.contains("replayed at 0x7f2000000000"), "{message}");
     std::fs::write(
-        run.join("torch-4242.json"),
+        run.join(info),
         r#"{"pid": 4242, "PYTORCH_ALLOC_CONF": null, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:40"}"#,
     )
     .unwrap();

@@ -49,7 +49,7 @@ fn digits(s: &str) -> Option<u32> {
 }
 
 /// The host (None in an old name) and pid a snapshot file's name gives.
-fn writer(name: &str) -> Option<(Option<String>, u32)> {
+pub(crate) fn writer(name: &str) -> Option<(Option<String>, u32)> {
     let stem = name
         .strip_prefix("torch-snapshot-")?
         .strip_suffix(".pickle")?;

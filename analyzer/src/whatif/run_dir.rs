@@ -1,6 +1,7 @@
 //! A `vramtrace run` directory as replay input: the PyTorch hook's snapshot of one
-//! process (`torch-snapshot-PID.pickle`, written at exit, or else its last
-//! `torch-snapshot-PID-oom*.pickle`), with the allocator settings from `torch-PID.json`
+//! process (`torch-snapshot-HOST-PID.pickle`, written at exit, or else its last
+//! `torch-snapshot-HOST-PID-oom*.pickle`; older hooks left out `HOST-`), with the
+//! allocator settings from `torch-HOST-PID.json`
 //! where the snapshot does not record them (PyTorch before 2.4).
 
 use std::path::{Path, PathBuf};
@@ -14,29 +15,24 @@ pub struct RunInput {
 pub fn resolve(dir: &Path) -> Result<RunInput, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
-    // (pid, is the exit snapshot, name) for every hook snapshot.
-    let mut found: Vec<(u32, bool, String)> = Vec::new();
+    // (host, pid), whether it is the exit snapshot, and the name of every hook snapshot.
+    type Writer = (Option<String>, u32);
+    let mut found: Vec<(Writer, bool, String)> = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("torch-snapshot-") else {
-            continue;
-        };
-        let Some(stem) = rest.strip_suffix(".pickle") else {
-            continue;
-        };
-        let digits: String = stem.chars().take_while(char::is_ascii_digit).collect();
-        if let Ok(pid) = digits.parse() {
-            found.push((pid, stem == digits, name));
+        if let Some(writer) = crate::views::snapshots_beside::writer(&name) {
+            let exit = !name.contains("-oom");
+            found.push((writer, exit, name));
         }
     }
-    let mut pids: Vec<u32> = found.iter().map(|f| f.0).collect();
-    pids.sort_unstable();
-    pids.dedup();
-    let pid = match pids[..] {
-        [pid] => pid,
+    let mut writers: Vec<&Writer> = found.iter().map(|f| &f.0).collect();
+    writers.sort_unstable();
+    writers.dedup();
+    let (host, pid) = match writers[..] {
+        [writer] => writer.clone(),
         [] => {
             return Err(format!(
-                "{}: no torch-snapshot-PID.pickle (the PyTorch hook of `vramtrace run` writes one)",
+                "{}: no torch-snapshot-HOST-PID.pickle (the PyTorch hook of `vramtrace run` writes one)",
                 dir.display()
             ))
         }
@@ -45,7 +41,7 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
             return Err(format!(
                 "{}: snapshots of {} processes; give one: {}",
                 dir.display(),
-                pids.len(),
+                writers.len(),
                 names.join(", ")
             ));
         }
@@ -53,9 +49,14 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
     // The exit snapshot has the longest history; else the last out-of-memory one.
     found.sort_by_key(|(_, exit, name)| (*exit, name.len(), name.clone()));
     let name = &found.last().expect("one snapshot at least").2;
+    // Named by host and pid, or by pid alone (before hook files carried the host).
+    let info = match &host {
+        Some(host) => format!("torch-{host}-{pid}.json"),
+        None => format!("torch-{pid}.json"),
+    };
     Ok(RunInput {
         snapshot: dir.join(name),
-        alloc_conf: alloc_conf(&dir.join(format!("torch-{pid}.json")))?,
+        alloc_conf: alloc_conf(&dir.join(info))?,
     })
 }
 
