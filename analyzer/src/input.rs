@@ -30,6 +30,21 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
+/// Whether a file is a pickle (a PyTorch snapshot, or something that will be refused as
+/// one): the protocol 2+ marker byte, or a pickle's name.
+pub fn is_snapshot(path: &Path) -> bool {
+    use std::io::Read;
+    let named = path
+        .extension()
+        .is_some_and(|e| e == "pickle" || e == "pkl");
+    let mut first = [0u8; 1];
+    let marked = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut first))
+        .is_ok()
+        && first[0] == 0x80;
+    named || marked
+}
+
 fn is_trace_name(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "jsonl")
 }

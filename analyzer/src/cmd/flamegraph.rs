@@ -41,7 +41,10 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
             Some(t) => format!("Device memory live at {}", crate::units::seconds(t)),
             None => "Device memory live at the peak".to_string(),
         };
-        (flamegraph::folded_peak(&peak::build(&run, args.at)), title)
+        (
+            flamegraph::folded_peak(&peak::build(&run, args.at, None)),
+            title,
+        )
     };
     let content = if args.folded {
         lines.iter().map(|l| format!("{l}\n")).collect()

@@ -10,6 +10,5 @@ pub mod python_hook;
 pub mod report;
 pub mod run;
 pub mod snapshot;
-pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;

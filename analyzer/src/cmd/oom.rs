@@ -16,9 +16,6 @@ pub struct OomArgs {
 }
 
 pub fn oom(args: OomArgs) -> Result<i32, String> {
-    if let Some(path) = super::snapshot_input::single(&args.paths) {
-        return super::snapshot_input::oom(path, args.json);
-    }
     let mut watch = OomWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| watch.step(s))? {
         Ok(run) => run,

@@ -2,6 +2,7 @@
 
 use crate::units::{self, bytes};
 use crate::views::oom::OomView;
+use crate::views::stacks;
 use std::fmt::Write;
 
 /// Groups listed per failure.
@@ -31,6 +32,13 @@ pub fn text(v: &OomView) -> String {
             f.gpu,
             f.result_name
         );
+        if !f.frames.is_empty() {
+            let _ = writeln!(
+                o,
+                "  Asked from{}",
+                stacks::inline(&f.frames).replacen(" <-", "", 1)
+            );
+        }
         let _ = writeln!(
             o,
             "  It held {} in {} there (its peak so far: {}):",
@@ -53,6 +61,34 @@ pub fn text(v: &OomView) -> String {
                 "    ... {} more groups",
                 f.live_groups.len() - TOP_GROUPS
             );
+        }
+        if let Some(in_use) = f.tensor_bytes {
+            let _ = writeln!(
+                o,
+                "  Its live tensors asked for {} in {}:",
+                bytes(in_use),
+                units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
+            );
+            for g in f.tensor_groups.iter().take(TOP_GROUPS) {
+                let _ = writeln!(
+                    o,
+                    "    {:>12}  {:>6} tensors  {}",
+                    bytes(g.bytes),
+                    g.blocks,
+                    if g.frames.is_empty() {
+                        "(no stack: allocated before the history began, or not recorded)".into()
+                    } else {
+                        stacks::inline(&g.frames).replacen(" <- ", "", 1)
+                    }
+                );
+            }
+            if f.tensor_groups.len() > TOP_GROUPS {
+                let _ = writeln!(
+                    o,
+                    "    ... {} more groups",
+                    f.tensor_groups.len() - TOP_GROUPS
+                );
+            }
         }
         if !f.other_processes.is_empty() {
             let others: Vec<String> = f
@@ -81,6 +117,13 @@ pub fn text(v: &OomView) -> String {
                     units::seconds(t),
                     bytes(f.untraced_bytes.unwrap_or(0)),
                     bytes(f.estimated_free_bytes.unwrap_or(0))
+                );
+            }
+            (Some(free), None, _) => {
+                let _ = writeln!(
+                    o,
+                    "  The driver had {} free at the failure (it did not say of how much).",
+                    bytes(free)
                 );
             }
             _ => {

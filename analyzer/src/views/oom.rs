@@ -107,6 +107,8 @@ pub struct Postmortem {
     pub requested_bytes: u64,
     pub result: i32,
     pub result_name: String,
+    /// Who asked: the failing call's frames that matter, innermost first.
+    pub frames: Vec<super::stacks::ShownFrame>,
     /// Device memory this process held on that device when the call failed.
     pub live_bytes: u64,
     pub live_blocks: u64,
@@ -114,6 +116,11 @@ pub struct Postmortem {
     pub peak_before_bytes: u64,
     /// What this process held there, by group, largest first.
     pub live_groups: Vec<Group>,
+    /// The live tensors (the allocated layer) at the failure, by who asked for them, in
+    /// requested bytes; empty where no allocator or snapshot tells them.
+    pub tensor_groups: Vec<Group>,
+    /// Their requested bytes summed; null where tensors are not known.
+    pub tensor_bytes: Option<u64>,
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
@@ -207,6 +214,10 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
     let f = &model.failures[p.failure];
     let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
     let live_groups = groups::of_process(model, &f.groups);
+    let tensor_groups = groups::of_process(model, &f.tensors);
+    let tensor_bytes = f
+        .allocator
+        .map(|_| tensor_groups.iter().map(|g| g.bytes).sum());
     let figures = Figures {
         requested: f.requested,
         own: f.reserved_on_device,
@@ -239,10 +250,13 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         requested_bytes: f.requested,
         result: f.event.res,
         result_name: errors::name(f.event.api, f.event.res),
+        frames: super::stacks::shown(&model.stacks, f.event.stack),
         live_bytes: f.reserved_on_device,
         live_blocks: live_groups.iter().map(|g| g.blocks).sum(),
         peak_before_bytes: f.peak_before,
         live_groups,
+        tensor_groups,
+        tensor_bytes,
         other_processes: p
             .others
             .iter()
@@ -252,7 +266,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
             })
             .collect(),
         other_processes_bytes: others_bytes,
-        driver_free_bytes: p.meminfo.map(|m| m.free),
+        driver_free_bytes: p.meminfo.map(|m| m.free).or(f.device_free),
         driver_total_bytes: p.meminfo.map(|m| m.total),
         driver_report_time_ns: p.meminfo.map(|m| m.time),
         untraced_bytes: untraced,

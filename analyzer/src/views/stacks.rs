@@ -18,6 +18,11 @@ pub fn set_options(all_frames: bool, full_stack: bool) {
     FULL_STACK.store(full_stack, Ordering::Relaxed);
 }
 
+/// Whether `--all-frames` was given.
+pub fn all_frames() -> bool {
+    ALL_FRAMES.load(Ordering::Relaxed)
+}
+
 /// One frame as views show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ShownFrame {

@@ -62,8 +62,12 @@ pub struct DeviceSummary {
     pub peak_reserved_bytes: u64,
     pub peak_time_ns: u64,
     pub reserved_bytes_at_end: u64,
-    /// The allocated layer (allocator annotations), null where no allocator annotated.
+    /// The allocated layer (allocator annotations, a snapshot's blocks): the most block
+    /// bytes live at once; null where no allocator annotated, or where some block's size
+    /// is not known (a snapshot's history gives requested sizes only).
     pub peak_allocated_bytes: Option<u64>,
+    /// The most requested bytes of live tensors at any moment; null without annotations.
+    pub peak_requested_bytes: Option<u64>,
     pub allocated_bytes_at_end: Option<u64>,
     /// Requested bytes of the blocks live at the end (allocated minus rounding).
     pub requested_bytes_at_end: Option<u64>,
@@ -188,7 +192,12 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                     peak_reserved_bytes: d.peak_reserved,
                     peak_time_ns: run.time_of(i, d.peak_t),
                     reserved_bytes_at_end: d.reserved,
-                    peak_allocated_bytes: annotated(p, d.device).map(|l| l.peak_allocated),
+                    peak_allocated_bytes: annotated(p, d.device)
+                        .filter(|l| !l.sizes_unknown)
+                        .map(|l| l.peak_allocated),
+                    peak_requested_bytes: annotated(p, d.device)
+                        .and(p.layers.tensors.get(&d.device))
+                        .map(|t| t.peak_reserved),
                     allocated_bytes_at_end: annotated(p, d.device).map(|l| l.allocated),
                     requested_bytes_at_end: annotated(p, d.device).map(|l| l.requested),
                     peak_device_bytes: p.layers.devices.get(&d.device).and_then(|l| l.peak_device),
