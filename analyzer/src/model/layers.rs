@@ -24,7 +24,8 @@ pub struct Layers {
 #[derive(Clone, Copy, Debug)]
 struct LiveBlock {
     dev: i32,
-    /// The block's size; 0 where the source does not know it.
+    /// The block's size; where the source does not know it, the requested bytes (the
+    /// least it takes).
     size: u64,
     requested: u64,
     key: GroupKey,
@@ -43,7 +44,8 @@ pub struct DeviceLayers {
     /// Block annotations were seen on this device.
     pub annotated: bool,
     /// A block of unknown size was live at some moment (a snapshot's history gives only
-    /// requested sizes): `peak_allocated` is then a lower bound, not the peak.
+    /// requested sizes): it counts as its requested bytes, and `allocated` and
+    /// `peak_allocated` are lower bounds.
     pub sizes_unknown: bool,
 }
 
@@ -52,7 +54,9 @@ impl Layers {
         self.devices.entry(dev).or_default()
     }
 
-    /// A block handed out at time `t` (ns since the trace start); `size` 0: not known.
+    /// A block handed out at time `t` (ns since the trace start); `size` 0: not known, and
+    /// counted as its requested bytes (`sizes_unknown` then says `allocated` is a lower
+    /// bound).
     pub fn block_alloc(
         &mut self,
         t: u64,
@@ -63,6 +67,8 @@ impl Layers {
         key: GroupKey,
     ) {
         self.changes.clear();
+        let unknown = size == 0 && requested > 0;
+        let size = if unknown { requested } else { size };
         let block = LiveBlock {
             dev,
             size,
@@ -75,7 +81,7 @@ impl Layers {
         }
         let d = self.device(dev);
         d.annotated = true;
-        d.sizes_unknown |= size == 0 && requested > 0;
+        d.sizes_unknown |= unknown;
         d.allocated += size;
         d.requested += requested;
         d.peak_allocated = d.peak_allocated.max(d.allocated);
@@ -136,14 +142,13 @@ impl Layers {
         d.peak_device = Some(d.peak_device.unwrap_or(0).max(used));
     }
 
-    /// Live blocks on `dev`, sorted by address: (address, size; the requested bytes where
-    /// the size is not known, as the least the block takes).
+    /// Live blocks on `dev`, sorted by address: (address, size).
     pub fn live_blocks(&self, dev: i32) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self
             .blocks
             .iter()
             .filter(|(_, b)| b.dev == dev)
-            .map(|(&a, b)| (a, b.size.max(b.requested)))
+            .map(|(&a, b)| (a, b.size))
             .collect();
         v.sort_unstable();
         v

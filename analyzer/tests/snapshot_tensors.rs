@@ -1,0 +1,207 @@
+//! The real PyTorch snapshots with a history, read as a run: the tensor peak, who held
+//! the most at it, and who held the memory at an out-of-memory failure, each checked
+//! against a replay written here in Python over Python's own `pickle`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/torch-snapshots")
+}
+
+/// The snapshots that have a history.
+const WITH_HISTORY: &[&str] = &["EoR_NN_snapshot.pickle", "silmont_mem_snapshot.pickle"];
+
+/// An independent replay: the tensors alive before the history are the final blocks
+/// (not inactive) rewound through it; a tensor counts its requested bytes from `alloc` to
+/// `free_completed`. At the first moment of the most bytes, the tensors are summed by
+/// their innermost Python frame outside torch, site-packages and the standard library
+/// (any Python frame where there is none). With `oom_at_peak`, it also writes the
+/// snapshot again with an `oom` entry right after that moment, to OUT.
+const REPLAY: &str = r#"
+import json, pickle, sys
+src, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+snap = pickle.load(open(src, "rb"))
+LIB = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3")
+def python(f):
+    n = f["filename"]
+    return n.endswith(".py") or (n.startswith("<") and not n.startswith("<frozen"))
+def user(f):
+    n = f["filename"]
+    return python(f) and not n.startswith("<frozen") and not any(l in n for l in LIB)
+def who(frames):
+    for pick in (user, python):
+        for f in frames:
+            if pick(f):
+                return (f["name"], f["filename"])
+    return None
+result = []
+for dev, trace in enumerate(snap["device_traces"]):
+    if not trace:
+        continue
+    alive = {}
+    for seg in snap["segments"]:
+        if seg["device"] != dev:
+            continue
+        for b in seg["blocks"]:
+            if b["state"] != "inactive":
+                alive[b["address"]] = (b["requested_size"], b["frames"])
+    for e in reversed(trace):
+        if e["action"] == "alloc":
+            del alive[e["addr"]]
+        elif e["action"] == "free_completed":
+            alive[e["addr"]] = (e["size"], [])
+    live = sum(r for r, _ in alive.values())
+    peak, at_peak, peak_index = live, dict(alive), -1
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            alive[e["addr"]] = (e["size"], e["frames"])
+            live += e["size"]
+        elif e["action"] == "free_completed":
+            live -= alive.pop(e["addr"])[0]
+        if live > peak:
+            peak, at_peak, peak_index = live, dict(alive), i
+    by = {}
+    for r, frames in at_peak.values():
+        w = who(frames)
+        if w:
+            by[w] = by.get(w, 0) + r
+    top = max(by.items(), key=lambda kv: kv[1])
+    result.append({"device": dev, "peak": peak, "function": top[0][0], "file": top[0][1],
+                   "function_bytes": top[1], "tensors": len(at_peak)})
+    if out:
+        trace.insert(peak_index + 1, {"action": "oom", "addr": 0, "size": 1 << 40,
+            "stream": 0, "time_us": trace[peak_index]["time_us"], "device_free": 12345,
+            "frames": [{"filename": "/home/me/train.py", "line": 7, "name": "step"}]})
+        pickle.dump(snap, open(out, "wb"), protocol=4)
+print(json.dumps(result))
+"#;
+
+fn replay(snapshot: &Path, oom_copy: Option<&Path>) -> Vec<Value> {
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", REPLAY]).arg(snapshot);
+    if let Some(out) = oom_copy {
+        cmd.arg(out);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn view(args: &[&str], path: &Path) -> Value {
+    let out = common::vramtrace_ok(&[args, &[path.to_str().unwrap()]].concat());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn peak_gives_the_tensor_peak_and_the_function_holding_the_most() {
+    for name in WITH_HISTORY {
+        let path = fixtures().join(name);
+        let truth = replay(&path, None);
+        let peak = view(&["peak", "--json"], &path);
+        let summary = view(&["summary", "--json"], &path);
+        for t in &truth {
+            let gpu = t["device"].to_string();
+            let d = peak["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["gpu"] == gpu.as_str())
+                .unwrap_or_else(|| panic!("{name}: GPU {gpu} in {peak}"));
+            assert_eq!(d["layer"], "allocated", "{name}");
+            assert_eq!(d["live_bytes"], t["peak"], "{name}: the tensor peak");
+            assert_eq!(
+                d["live_blocks"], t["tensors"],
+                "{name}: tensors at the peak"
+            );
+            let top = &d["top_function"];
+            assert_eq!(top["function"], t["function"], "{name}: {top}");
+            assert_eq!(top["file"], t["file"], "{name}: {top}");
+            assert_eq!(top["bytes"], t["function_bytes"], "{name}: {top}");
+            let s = summary["processes"][0]["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["device"] == t["device"])
+                .unwrap();
+            assert_eq!(s["peak_requested_bytes"], t["peak"], "{name}");
+            // Blocks freed inside the history have no size in it: the peak of block
+            // bytes cannot be known.
+            assert!(s["peak_allocated_bytes"].is_null(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn oom_names_who_held_the_memory_at_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in WITH_HISTORY {
+        let copy = dir.path().join(format!("oom-{name}"));
+        let truth = replay(&fixtures().join(name), Some(&copy));
+        let oom = view(&["oom", "--json"], &copy);
+        let failures = oom["failures"].as_array().unwrap();
+        assert_eq!(failures.len(), truth.len(), "{name}");
+        for (f, t) in failures.iter().zip(&truth) {
+            assert_eq!(f["requested_bytes"].as_u64(), Some(1 << 40), "{name}");
+            assert_eq!(f["driver_free_bytes"], 12345, "{name}");
+            assert_eq!(f["frames"][0]["function"], "step", "{name}");
+            // Right after the peak: the tensors alive then.
+            assert_eq!(f["tensor_bytes"], t["peak"], "{name}");
+            let mut by = std::collections::BTreeMap::<(String, String), u64>::new();
+            for g in f["tensor_groups"].as_array().unwrap() {
+                let frames = g["frames"].as_array().cloned().unwrap_or_default();
+                if let Some(fr) = frames.iter().find(|fr| fr["module"] != "operator") {
+                    let key = (
+                        fr["function"].as_str().unwrap().to_string(),
+                        fr["file"].as_str().unwrap().to_string(),
+                    );
+                    *by.entry(key).or_default() += g["bytes"].as_u64().unwrap();
+                }
+            }
+            let top = by.iter().max_by_key(|kv| kv.1).unwrap();
+            assert_eq!(top.0 .0, t["function"].as_str().unwrap(), "{name}");
+            assert_eq!(*top.1, t["function_bytes"].as_u64().unwrap(), "{name}");
+        }
+        let text =
+            String::from_utf8(common::vramtrace(&["oom", copy.to_str().unwrap()]).stdout).unwrap();
+        let function = truth[0]["function"].as_str().unwrap();
+        assert!(text.contains("Its live tensors asked for"), "{text}");
+        assert!(text.contains(function), "{name}: {function} in {text}");
+    }
+}
+
+#[test]
+fn a_foreign_pickle_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.pkl");
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            "import pickle,sys; pickle.dump([1, 2, 3], open(sys.argv[1], 'wb'))",
+        ])
+        .arg(&path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    for view in ["summary", "peak", "leaks", "oom", "timeline", "flamegraph"] {
+        let out = common::vramtrace(&[view, path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{view}");
+        assert!(
+            stderr.contains("model.pkl") && stderr.contains("not a PyTorch memory snapshot"),
+            "{view}: {stderr}"
+        );
+    }
+}
