@@ -73,6 +73,10 @@ fn is_machinery(f: &Frame) -> bool {
     {
         return true;
     }
+    // The annotation helpers of vramtrace.h, inlined into the allocator that calls them.
+    if function.starts_with("vramtrace_") {
+        return true;
+    }
     // Native frames of the Python interpreter left below its Python frames.
     module.starts_with("libpython")
         || module.starts_with("python3")
