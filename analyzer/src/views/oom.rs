@@ -8,7 +8,7 @@ use super::groups::{self, Group};
 use crate::errors;
 use crate::run::{Run, Step};
 use serde::Serialize;
-use vramtrace_schema::{Event, Op};
+use vramtrace_schema::{Api, Event, Op};
 
 /// The last `cuMemGetInfo` answer a process got, and the traced bytes on that GPU then.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +45,24 @@ impl OomWatch {
         match e.api.op() {
             Op::Meminfo if e.ok() => {
                 if let (Some(free), Some(total)) = (e.free, e.total) {
+                    // vramtrace's own question right after a failure is the driver's
+                    // figure at it, for the post-mortem as for the summary (the model
+                    // gives it to the failure only when it came right after).
+                    let answered = |p: &&mut Pending| {
+                        p.process == step.process
+                            && p.failure + 1 == step.model.failures.len()
+                            && step.model.failures[p.failure].last_meminfo == Some((free, total))
+                    };
+                    if e.api == Api::ProbeMeminfo {
+                        if let Some(p) = self.pending.last_mut().filter(answered) {
+                            p.meminfo = Some(Meminfo {
+                                free,
+                                total,
+                                traced,
+                                time: step.time,
+                            });
+                        }
+                    }
                     self.meminfo[step.process] = Some(Meminfo {
                         free,
                         total,
