@@ -81,22 +81,9 @@ print(json.dumps(result))
 "#;
 
 fn replay(snapshot: &Path, oom_copy: Option<&Path>) -> Vec<Value> {
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", REPLAY]).arg(snapshot);
-    if let Some(out) = oom_copy {
-        cmd.arg(out);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice::<Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    let mut args = vec![snapshot];
+    args.extend(oom_copy);
+    common::python_list(REPLAY, &args)
 }
 
 fn view(args: &[&str], path: &Path) -> Value {

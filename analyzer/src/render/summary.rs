@@ -50,30 +50,10 @@ pub fn text(s: &Summary) -> String {
         }
     }
     if many {
-        let _ = writeln!(
-            o,
-            "\n{:>8} {:>5} {:<12} peak per device",
-            "pid", "rank", "host"
-        );
-        for p in &s.processes {
-            let peaks: Vec<String> = p
-                .devices
-                .iter()
-                .map(|d| format!("{}: {}", d.device, units::bytes(d.peak_reserved_bytes)))
-                .collect();
-            let _ = writeln!(
-                o,
-                "{:>8} {:>5} {:<12} {}",
-                p.pid,
-                p.rank.as_deref().unwrap_or("-"),
-                p.host,
-                if peaks.is_empty() {
-                    "-".to_string()
-                } else {
-                    peaks.join(", ")
-                }
-            );
-        }
+        processes_table(o, s);
+    }
+    if !s.ranks.is_empty() {
+        ranks_table(o, s);
     }
     for p in &s.processes {
         let _ = writeln!(o);
@@ -105,9 +85,13 @@ pub fn text(s: &Summary) -> String {
             units::bytes(p.leaked_bytes)
         );
         for d in &p.devices {
+            let tensors = d
+                .peak_requested_bytes
+                .map(|b| format!("; tensors peak {} requested", units::bytes(b)))
+                .unwrap_or_default();
             let _ = writeln!(
                 o,
-                "  device {}: peak {} reserved at {}, {} at the end",
+                "  device {}: peak {} reserved at {}, {} at the end{tensors}",
                 d.device,
                 units::bytes(d.peak_reserved_bytes),
                 units::seconds(d.peak_time_ns),
@@ -137,6 +121,7 @@ pub fn text(s: &Summary) -> String {
                     units::bytes(free),
                     units::bytes(total)
                 ),
+                (Some(free), None) => format!("; the driver had {} free", units::bytes(free)),
                 _ => String::new(),
             };
             let _ = writeln!(
@@ -158,4 +143,52 @@ pub fn text(s: &Summary) -> String {
         let _ = writeln!(o, "\nunreadable: {u}");
     }
     out
+}
+
+fn processes_table(o: &mut String, s: &Summary) {
+    let _ = writeln!(
+        o,
+        "\n{:>8} {:>5} {:<12} peak per device",
+        "pid", "rank", "host"
+    );
+    for p in &s.processes {
+        let peaks: Vec<String> = p
+            .devices
+            .iter()
+            .map(|d| format!("{}: {}", d.device, units::bytes(d.peak_reserved_bytes)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{:>8} {:>5} {:<12} {}",
+            p.pid,
+            p.rank.as_deref().unwrap_or("-"),
+            p.host,
+            if peaks.is_empty() {
+                "-".to_string()
+            } else {
+                peaks.join(", ")
+            }
+        );
+    }
+}
+
+/// Every rank's peak at both layers, which peaked highest and which failed.
+fn ranks_table(o: &mut String, s: &Summary) {
+    let _ = writeln!(
+        o,
+        "\n{:>5} {:>8} {:>14} {:>14} {:>7}",
+        "rank", "pid", "peak reserved", "peak tensors", "failed"
+    );
+    for r in &s.ranks {
+        let _ = writeln!(
+            o,
+            "{:>5} {:>8} {:>14} {:>14} {:>7}{}",
+            r.rank,
+            r.pid,
+            units::bytes(r.peak_reserved_bytes),
+            r.peak_requested_bytes.map_or("-".into(), units::bytes),
+            r.failed_allocations,
+            if r.highest { "  <- highest peak" } else { "" }
+        );
+    }
 }

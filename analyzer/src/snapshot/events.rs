@@ -67,12 +67,17 @@ impl SnapshotEvents {
             ppid: 0,
             // Each snapshot is its own "host": its device ordinals are its own, and its
             // clock is the wall clock (`time_us`).
-            host: name.unwrap_or_default(),
+            host: name.clone().unwrap_or_default(),
             argv: Vec::new(),
             exe: path.display().to_string(),
             start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
             start_mono_ns: 0,
-            env: Default::default(),
+            env: name
+                .as_deref()
+                .and_then(crate::views::ranks::rank_in_name)
+                .map(|r| ("RANK".to_string(), r))
+                .into_iter()
+                .collect(),
             settings: Settings {
                 output: String::new(),
                 children: false,

@@ -6,6 +6,7 @@ pub mod leaks;
 pub mod oom;
 mod oom_words;
 pub mod peak;
+pub mod ranks;
 pub mod summary;
 pub mod timeline;
 

@@ -21,6 +21,8 @@ pub struct Summary {
     pub processes: Vec<ProcessSummary>,
     /// Per physical device, all processes summed.
     pub devices: Vec<RunDeviceSummary>,
+    /// The ranks side by side (processes with a rank only).
+    pub ranks: Vec<super::ranks::RankRow>,
     pub unreadable: Vec<String>,
 }
 
@@ -115,7 +117,7 @@ pub fn leaked(p: &ProcessModel) -> (u64, u64) {
 }
 
 pub fn build(run: &Run) -> Summary {
-    let processes = run
+    let processes: Vec<ProcessSummary> = run
         .processes
         .iter()
         .enumerate()
@@ -150,6 +152,7 @@ pub fn build(run: &Run) -> Summary {
         version: super::JSON_VERSION,
         start_unix_ns: run.start_unix_ns,
         duration_ns: run.end_time,
+        ranks: super::ranks::rows(&processes),
         processes,
         devices,
         unreadable: run.unreadable.iter().map(|e| e.to_string()).collect(),
@@ -219,7 +222,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                 result: f.event.res,
                 result_name: errors::name(f.event.api, f.event.res),
                 reserved_bytes: f.reserved_on_device,
-                driver_free_bytes: f.last_meminfo.map(|m| m.0),
+                driver_free_bytes: f.last_meminfo.map(|m| m.0).or(f.device_free),
                 driver_total_bytes: f.last_meminfo.map(|m| m.1),
             })
             .collect(),

@@ -92,3 +92,22 @@ pub fn json_view(args: &[&str]) -> (Value, Option<i32>, String) {
         .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}); stderr: {stderr}"));
     (v, out.status.code(), stderr)
 }
+
+/// Runs a Python script (`python3 -c SCRIPT ARGS...`), which must succeed, and parses the
+/// JSON list it prints: the tests' own replays, independent of the analyzer.
+pub fn python_list(script: &str, args: &[&Path]) -> Vec<Value> {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match serde_json::from_slice(&out.stdout) {
+        Ok(Value::Array(list)) => list,
+        other => panic!("not a JSON list: {other:?}"),
+    }
+}
