@@ -192,3 +192,73 @@ fn a_foreign_pickle_is_refused_with_its_name() {
         );
     }
 }
+
+/// An out-of-memory entry with a stack as PyTorch records it (C++ and Python interleaved):
+/// `snapshot`, `oom` and `peak` show the operator and the user's own frames, and
+/// `--all-frames` every one.
+#[test]
+fn stacks_show_the_operator_and_the_users_frames() {
+    let script = r#"
+import pickle, sys
+f = lambda name, filename="??": {"name": name, "filename": filename, "line": 0}
+py = lambda name, filename, line: {"name": name, "filename": filename, "line": line}
+frames = [f("torch::unwind::unwind()"), f("torch::CapturedTraceback::gather(bool, bool, bool)"),
+          f("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)", "CUDACachingAllocator.cpp"),
+          f("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)"),
+          f("torch::autograd::THPVariable_mm(_object*, _object*, _object*)", "python_torch_functions.cpp"),
+          f("_PyEval_EvalFrameDefault"),
+          py("forward", "/env/lib/python3.11/site-packages/torch/nn/modules/linear.py", 125),
+          py("_call_impl", "/env/lib/python3.11/site-packages/torch/nn/modules/module.py", 1750),
+          py("forward", "/home/me/model.py", 40), f("PyObject_Call"),
+          py("<module>", "/home/me/train.py", 88), f("Py_BytesMain"), f("_start")]
+seg = {"device": 0, "address": 1 << 32, "total_size": 2 << 20, "stream": 0,
+       "segment_type": "large", "frames": [],
+       "blocks": [{"address": 1 << 32, "size": 2 << 20, "requested_size": 2 << 20,
+                   "state": "active_allocated", "frames": frames}]}
+oom = {"action": "oom", "addr": 0, "size": 8 << 20, "stream": 0, "time_us": 1, "frames": frames}
+pickle.dump({"segments": [seg], "device_traces": [[oom]]}, open(sys.argv[1], "wb"), protocol=4)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.pickle");
+    let ok = Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let names = |frames: &Value, key: &str| -> Vec<String> {
+        frames
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[key].as_str().unwrap().to_string())
+            .collect()
+    };
+    let readable = ["aten::mm", "forward", "<module>"];
+    let snap = view(&["snapshot", "--json"], &path);
+    let frames = &snap["devices"][0]["ooms"][0]["frames"];
+    assert_eq!(names(frames, "name"), readable);
+    assert_eq!(frames[1]["filename"], "/home/me/model.py");
+    let oom = view(&["oom", "--json"], &path);
+    assert_eq!(names(&oom["failures"][0]["frames"], "function"), readable);
+    let peak = view(&["peak", "--json"], &path);
+    assert_eq!(
+        names(&peak["devices"][0]["groups"][0]["frames"], "function"),
+        readable
+    );
+    assert_eq!(
+        peak["devices"][0]["top_function"]["file"],
+        "/home/me/model.py"
+    );
+    let all = view(&["snapshot", "--json", "--all-frames"], &path);
+    assert_eq!(
+        all["devices"][0]["ooms"][0]["frames"]
+            .as_array()
+            .unwrap()
+            .len(),
+        12
+    );
+    let all = view(&["oom", "--json", "--all-frames"], &path);
+    assert_eq!(all["failures"][0]["frames"].as_array().unwrap().len(), 13);
+}

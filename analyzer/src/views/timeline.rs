@@ -228,30 +228,23 @@ impl TimelineBuilder {
             let Some(p) = run.processes.iter().position(|m| m.header.pid == pid) else {
                 continue;
             };
-            let snap = match crate::snapshot::read::read_snapshot(&path) {
+            // Read as a process of its own, through the same model as every snapshot.
+            let all_frames = super::stacks::all_frames();
+            let mut snap = match crate::snapshot::events::SnapshotEvents::open(&path, all_frames) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
                     continue;
                 }
             };
-            for d in &snap.devices {
-                let t = crate::snapshot::timeline::timeline(d);
-                let mut points: Vec<(u64, u64)> = t
-                    .points
-                    .iter()
-                    .filter_map(|pt| {
-                        let us = u64::try_from(pt.time_us?).ok()?;
-                        Some(((us * 1000).saturating_sub(run.start_unix_ns), pt.in_use?))
-                    })
-                    .collect();
-                points.sort_by_key(|x| x.0);
-                for (time, bytes) in points {
-                    self.record(
-                        Key::Layer(p, d.device as i32, Layer::PytorchAllocated),
-                        time,
-                        bytes,
-                    );
+            let origin = snap.header.start_unix_ns;
+            let mut model = crate::model::ProcessModel::new(path.clone(), snap.header.clone());
+            while let Some(e) = snap.next_event() {
+                model.apply(&e);
+                for c in model.tensor_changes() {
+                    let live = model.layers.tensors.get(&c.dev).map_or(0, |t| t.reserved);
+                    let time = (origin + e.t).saturating_sub(run.start_unix_ns);
+                    self.record(Key::Layer(p, c.dev, Layer::PytorchAllocated), time, live);
                 }
             }
         }
