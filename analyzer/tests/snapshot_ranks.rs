@@ -125,8 +125,18 @@ fn a_directory_of_rank_snapshots_gives_a_table_of_ranks() {
         let highest = t["peak_requested_bytes"].as_u64() == top;
         assert_eq!(row["highest"], highest, "{row}");
     }
-    let text = String::from_utf8(common::vramtrace_ok(&["summary", path]).stdout).unwrap();
+    let out = common::vramtrace_ok(&["summary", path]);
+    let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("<- highest peak"), "{text}");
+    // Each history began after the first segment and its two tensors: said on stderr.
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr
+            .matches("the history does not reach back to the start: 1 segment and 2 tensors")
+            .count(),
+        2,
+        "{stderr}"
+    );
     // The other views read the same directory.
     for view in [&["peak"][..], &["oom"], &["leaks"], &["timeline"]] {
         common::vramtrace_ok(&[view, &[path]].concat());

@@ -127,6 +127,8 @@ struct Alive {
     size: u64,
     requested: u64,
     stack: u64,
+    /// Known from its `free_completed` only: allocated before the history.
+    freed_inside: bool,
 }
 
 struct Builder {
@@ -190,6 +192,7 @@ impl Builder {
                         size: b.size,
                         requested: b.requested_size.unwrap_or(b.size),
                         stack,
+                        freed_inside: false,
                     },
                 );
             }
@@ -218,6 +221,7 @@ impl Builder {
                             size: 0,
                             requested: e.size,
                             stack: 0,
+                            freed_inside: true,
                         },
                     );
                 }
@@ -230,6 +234,20 @@ impl Builder {
                 path.display(),
                 d.device,
                 disagree
+            ));
+        }
+        let alive_before = !segments.is_empty() || !alive.is_empty();
+        if !d.trace.is_empty() && alive_before {
+            // A ring buffer that wrapped, or recording turned on late: the views still
+            // count what was alive before, from the final segments.
+            let unknown = alive.values().filter(|a| a.freed_inside).count();
+            self.notes.push(format!(
+                "note: {}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
+                path.display(),
+                d.device,
+                crate::units::count(segments.len() as u64, "segment"),
+                crate::units::count(alive.len() as u64, "tensor"),
+                unknown
             ));
         }
         let first = d.trace.iter().find_map(|e| e.time_us);
