@@ -424,3 +424,31 @@ fn peak_lists_the_annotated_blocks_by_the_line_that_asked() {
         (Some(40 << 20), Some(2))
     );
 }
+
+/// `leaks` lists, beside the segments a caching allocator keeps anyway, the blocks it
+/// handed out and never got back: the workload's own count of requested bytes at its
+/// end, all from the line that allocated the weights.
+#[test]
+fn leaks_lists_the_blocks_never_given_back() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let truth = run.printed("VRAMTRACE_POOL_PEAK ");
+    let weights = truth["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["blocks"] == 8)
+        .expect("the weights' site");
+    let leaks: Value = serde_json::from_str(&run.view(&["leaks", "--json"])).unwrap();
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    let groups = leaks["tensor_groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{leaks}");
+    assert_eq!(groups[0]["bytes"], pool["requested_end"]);
+    let frames = groups[0]["frames"].as_array().unwrap();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["function"] == "main" && f["line"] == weights["line"]),
+        "{frames:?}"
+    );
+}

@@ -29,6 +29,8 @@ struct LiveBlock {
     size: u64,
     requested: u64,
     key: GroupKey,
+    /// When it was handed out (ns since the trace start).
+    t: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,6 +76,7 @@ impl Layers {
             size,
             requested,
             key,
+            t,
         };
         if let Some(old) = self.blocks.insert(addr, block) {
             // A block handed out again without its return: the older one is gone.
@@ -140,6 +143,13 @@ impl Layers {
         let d = self.device(dev);
         d.device = Some(used);
         d.peak_device = Some(d.peak_device.unwrap_or(0).max(used));
+    }
+
+    /// Every live tensor: (device, requested bytes, who asked, when).
+    pub fn live_tensors(&self) -> impl Iterator<Item = (i32, u64, GroupKey, u64)> + '_ {
+        self.blocks
+            .values()
+            .map(|b| (b.dev, b.requested, b.key, b.t))
     }
 
     /// Live blocks on `dev`, sorted by address: (address, size).
