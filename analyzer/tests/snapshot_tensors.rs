@@ -123,11 +123,42 @@ fn peak_gives_the_tensor_peak_and_the_function_holding_the_most() {
                 .find(|s| s["device"] == t["device"])
                 .unwrap();
             assert_eq!(s["peak_requested_bytes"], t["peak"], "{name}");
+            let gpu_row = &summary["devices"][0];
+            assert_eq!(gpu_row["peak_requested_bytes"], t["peak"], "{name}");
+            let held: u64 = gpu_row["tensors_at_peak"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["bytes"].as_u64().unwrap())
+                .sum();
+            assert_eq!(Some(held), t["peak"].as_u64(), "{name}");
             // Blocks freed inside the history have no size in it: the peak of block
             // bytes cannot be known.
             assert!(s["peak_allocated_bytes"].is_null(), "{name}");
         }
     }
+}
+
+#[test]
+fn the_report_shows_the_tensors_at_their_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("run.html");
+    let path = fixtures().join(WITH_HISTORY[0]);
+    let truth = replay(&path, None);
+    common::vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&html).unwrap();
+    let peak = truth[0]["peak"].as_u64().unwrap();
+    let heading = format!(
+        "Tensors at their peak: {} requested",
+        vramtrace_analyzer::units::bytes(peak)
+    );
+    assert!(text.contains(&heading), "{heading}");
+    assert!(text.contains(truth[0]["function"].as_str().unwrap()));
 }
 
 #[test]

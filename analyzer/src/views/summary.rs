@@ -107,6 +107,10 @@ pub struct RunDeviceSummary {
     pub reserved_bytes_at_end: u64,
     /// What held the run's peak on this device, by process and group.
     pub at_peak: Vec<Group>,
+    /// The allocated layer, every process summed: the most requested bytes of live
+    /// tensors, and the tensors then by process and who asked; null and empty without it.
+    pub peak_requested_bytes: Option<u64>,
+    pub tensors_at_peak: Vec<Group>,
 }
 
 /// Device memory still held at the end: (blocks, bytes).
@@ -134,6 +138,7 @@ pub fn build(run: &Run) -> Summary {
                 .map(|&p| run.processes[p].header.pid)
                 .collect();
             pids.sort_unstable();
+            let tensors = run.tensors.devices.iter().find(|(t, _)| t == id);
             RunDeviceSummary {
                 host: id.host.clone(),
                 gpu: id.gpu.clone(),
@@ -142,6 +147,10 @@ pub fn build(run: &Run) -> Summary {
                 peak_time_ns: usage.peak_t,
                 reserved_bytes_at_end: usage.reserved,
                 at_peak: groups::run_device_groups(run, index, usage, true),
+                peak_requested_bytes: tensors.map(|(_, t)| t.peak_reserved),
+                tensors_at_peak: tensors
+                    .map(|(_, t)| groups::run_device_groups(run, index, t, true))
+                    .unwrap_or_default(),
             }
         })
         .collect::<Vec<_>>();
