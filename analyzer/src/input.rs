@@ -3,19 +3,31 @@
 use std::path::{Path, PathBuf};
 
 /// Trace files named by `paths`: files as given, directories expanded to their `*.jsonl`
-/// files and PyTorch snapshots (`*.pickle`, `*.pkl`; sorted by name). The snapshots the
-/// PyTorch hook writes beside traces (`torch-snapshot-*`) are left to the timeline, which
-/// puts them on the traces' clock: as processes of their own they would count the
-/// traced segments twice. A directory with no trace is an error that says so.
+/// files, or, in a directory without any, its PyTorch snapshots (`*.pickle`, `*.pkl`;
+/// sorted by name). Beside traces, snapshots are the hook's (`torch-snapshot-*`, which the
+/// timeline puts on the traces' clock) or an export of the run itself (`export --format
+/// memory-viz -o DIR/run.pickle`): as processes of their own they would count the traced
+/// memory twice. A directory with neither is an error that says so.
 pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+            let entries: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(|e| format!("{}: cannot read directory: {e}", path.display()))?
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| (is_trace_name(p) || is_own_snapshot_name(p)) && p.is_file())
+                .filter(|p| p.is_file())
                 .collect();
+            let mut found: Vec<PathBuf> = entries
+                .iter()
+                .filter(|p| is_trace_name(p))
+                .cloned()
+                .collect();
+            if found.is_empty() {
+                found = entries
+                    .into_iter()
+                    .filter(|p| is_snapshot_name(p))
+                    .collect();
+            }
             if found.is_empty() {
                 return Err(format!(
                     "{}: no trace files (*.jsonl) or PyTorch snapshots (*.pickle, *.pkl) in this directory",
@@ -37,9 +49,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// one): the protocol 2+ marker byte, or a pickle's name.
 pub fn is_snapshot(path: &Path) -> bool {
     use std::io::Read;
-    let named = path
-        .extension()
-        .is_some_and(|e| e == "pickle" || e == "pkl");
+    let named = is_snapshot_name(path);
     let mut first = [0u8; 1];
     let marked = std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut first))
@@ -48,12 +58,8 @@ pub fn is_snapshot(path: &Path) -> bool {
     named || marked
 }
 
-/// A snapshot saved by a program itself, not by the hook beside its traces.
-fn is_own_snapshot_name(p: &Path) -> bool {
-    let hook = p
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with("torch-snapshot-"));
-    !hook && p.extension().is_some_and(|e| e == "pickle" || e == "pkl")
+fn is_snapshot_name(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "pickle" || e == "pkl")
 }
 
 fn is_trace_name(p: &Path) -> bool {
