@@ -293,3 +293,32 @@ pickle.dump({"segments": [seg], "device_traces": [[oom]]}, open(sys.argv[1], "wb
     let all = view(&["oom", "--json", "--all-frames"], &path);
     assert_eq!(all["failures"][0]["frames"].as_array().unwrap().len(), 13);
 }
+
+/// `peak --at` on a snapshot: the tensors alive at that moment of its history (time 0 its
+/// first entry), as a replay in Python counts them.
+#[test]
+fn peak_at_a_moment_of_the_history() {
+    let script = r#"
+import json, pickle, sys
+snap = pickle.load(open(sys.argv[1], "rb"))
+trace = snap["device_traces"][0]
+alive = {b["address"]: b["requested_size"] for s in snap["segments"] for b in s["blocks"]
+         if b["state"] != "inactive"}
+for e in reversed(trace):
+    if e["action"] == "alloc": del alive[e["addr"]]
+    elif e["action"] == "free_completed": alive[e["addr"]] = e["size"]
+start = trace[0]["time_us"]
+for e in trace:
+    if e["time_us"] - start > 1_000_000: break
+    if e["action"] == "alloc": alive[e["addr"]] = e["size"]
+    elif e["action"] == "free_completed": del alive[e["addr"]]
+print(json.dumps([{"bytes": sum(alive.values()), "tensors": len(alive)}]))
+"#;
+    let path = fixtures().join("EoR_NN_snapshot.pickle");
+    let truth = common::python_list(script, &[&path]);
+    let peak = view(&["peak", "--json", "--at", "1s"], &path);
+    let d = &peak["devices"][0];
+    assert_eq!(d["layer"], "allocated");
+    assert_eq!(d["live_bytes"], truth[0]["bytes"]);
+    assert_eq!(d["live_blocks"], truth[0]["tensors"]);
+}
