@@ -70,12 +70,15 @@ fn oom_of_a_snapshot_names_fragmentation() {
     let o = vramtrace(&["oom", "--json"], &path);
     let f = &o["failures"][0];
     assert_eq!(f["requested_bytes"].as_u64(), Some(15 * MIB));
-    assert_eq!(f["device_free_bytes"].as_u64(), Some(2 * MIB));
+    // The snapshot's figures in the trace's vocabulary: one post-mortem for both.
+    assert_eq!(f["driver_free_bytes"].as_u64(), Some(2 * MIB));
     // 20 MiB cached, but no free block of 15 MiB: fragmentation.
     assert_eq!(f["verdict"], "fragmentation");
-    assert!(f["explanation"]
+    assert!(f["advice"][0]
         .as_str()
         .unwrap()
         .contains("expandable_segments"));
-    assert_eq!(f["frames"][0]["name"], "forward");
+    assert_eq!(f["frames"][0]["function"], "forward");
+    // The two 10 MiB tensors alive in the final segments were alive at the failure.
+    assert_eq!(f["tensor_bytes"].as_u64(), Some(20 * MIB));
 }

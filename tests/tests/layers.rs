@@ -370,3 +370,85 @@ fn timeline_shows_internal_and_external_fragmentation() {
         Some(u("largest_free_end"))
     );
 }
+
+/// The caching pool's `peak` lists the blocks it handed out, not its two segments: those
+/// live at its requested peak, grouped by the stack of the annotation call, each group at
+/// the source line that asked for it, as the workload counted them itself.
+#[test]
+fn peak_lists_the_annotated_blocks_by_the_line_that_asked() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let truth = run.printed("VRAMTRACE_POOL_PEAK ");
+    let sites = truth["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 2, "weights and activations: {truth}");
+    let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
+    let d = &peak["devices"][0];
+    assert_eq!(d["layer"], "allocated");
+    assert_eq!(d["live_bytes"], pool["requested_peak"]);
+    let groups = d["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), sites.len(), "{d}");
+    for site in sites {
+        let asked_here = |g: &&Value| {
+            g["frames"].as_array().is_some_and(|frames| {
+                frames.iter().any(|f| {
+                    f["function"] == "main"
+                        && f["line"] == site["line"]
+                        && f["file"]
+                            .as_str()
+                            .is_some_and(|p| p.ends_with("caching_pool.c"))
+                })
+            })
+        };
+        let g = groups
+            .iter()
+            .find(asked_here)
+            .unwrap_or_else(|| panic!("no group asked from line {}: {d}", site["line"]));
+        assert_eq!(g["api"], "vramtrace_block_alloc");
+        assert_eq!(
+            (&g["blocks"], &g["bytes"]),
+            (&site["blocks"], &site["requested"])
+        );
+        // The annotation helper of vramtrace.h is machinery, not who asked.
+        assert!(
+            g["frames"][0]["function"] != "vramtrace_block_alloc_hint",
+            "{g}"
+        );
+    }
+    // The reserved layer is still there for the asking: the two 20 MiB segments.
+    let reserved: Value =
+        serde_json::from_str(&run.view(&["peak", "--json", "--layer", "reserved"])).unwrap();
+    let d = &reserved["devices"][0];
+    assert_eq!(d["layer"], "reserved");
+    assert_eq!(
+        (d["live_bytes"].as_u64(), d["live_blocks"].as_u64()),
+        (Some(40 << 20), Some(2))
+    );
+}
+
+/// `leaks` lists, beside the segments a caching allocator keeps anyway, the blocks it
+/// handed out and never got back: the workload's own count of requested bytes at its
+/// end, all from the line that allocated the weights.
+#[test]
+fn leaks_lists_the_blocks_never_given_back() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let truth = run.printed("VRAMTRACE_POOL_PEAK ");
+    let weights = truth["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["blocks"] == 8)
+        .expect("the weights' site");
+    let leaks: Value = serde_json::from_str(&run.view(&["leaks", "--json"])).unwrap();
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    let groups = leaks["tensor_groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{leaks}");
+    assert_eq!(groups[0]["bytes"], pool["requested_end"]);
+    let frames = groups[0]["frames"].as_array().unwrap();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["function"] == "main" && f["line"] == weights["line"]),
+        "{frames:?}"
+    );
+}

@@ -64,10 +64,39 @@ fn demo_oom_post_mortem_matches_the_workload_truth() {
     let tried = format!("Tried to allocate {:.2} GiB", requested as f64 / GIB);
     assert!(run.stderr().contains(&tried), "{tried}: {}", run.stderr());
 
-    // What the driver said: the first cuMemGetInfo answer of the truth (the one after the
-    // failure comes later). The context (VRAMTRACE_SIM_CONTEXT_BYTES) is not traced.
-    assert_eq!(f["driver_free_bytes"], truth["meminfo"][0]["free"]);
+    // What the driver said at the failure: vramtrace asks right after it, and the demo's
+    // own cuMemGetInfo in its out-of-memory handler (the truth's second answer) gets the
+    // same, nothing having changed between. `summary` gives the same figure. The context
+    // (VRAMTRACE_SIM_CONTEXT_BYTES) is not traced: all the driver counts beyond the live
+    // bytes, as it was at the start (the truth's first answer).
+    let at_failure = &truth["meminfo"][1]["free"];
+    assert_eq!(&f["driver_free_bytes"], at_failure);
     assert_eq!(f["driver_total_bytes"].as_u64(), Some(total));
+    let summary = run.summary();
+    assert_eq!(
+        &summary["processes"][0]["failures"][0]["driver_free_bytes"],
+        at_failure
+    );
+    // And the memory-viz export's oom entry, read with Python's own pickle.
+    let exported = run.dir.path().join("demo.pickle");
+    run.view(&[
+        "export",
+        "--format",
+        "memory-viz",
+        "-o",
+        exported.to_str().unwrap(),
+    ]);
+    let py = std::process::Command::new(vramtrace_tests::harness::python())
+        .args([
+            "-c",
+            "import pickle, sys; s = pickle.load(open(sys.argv[1], 'rb')); \
+             print([e['device_free'] for t in s['device_traces'] for e in t if e['action'] == 'oom'])",
+        ])
+        .arg(&exported)
+        .output()
+        .unwrap();
+    let free_in_export: Value = serde_json::from_slice(&py.stdout).unwrap();
+    assert_eq!(free_in_export, serde_json::json!([at_failure]));
     let free0 = truth["meminfo"][0]["free"].as_u64().unwrap();
     assert_eq!(f["untraced_bytes"].as_u64(), Some(total - free0));
     assert_eq!(f["verdict"], "held_by_this_process");

@@ -8,7 +8,9 @@
  *   VRAMTRACE_POOL {"allocated_peak":A,"allocated_end":E,"requested_peak":R,"requested_end":Q,
  *                   "largest_free_end":L,
  *                   "reserved_during_pause":P}
- * with the allocated layer as its own bookkeeping counts it. */
+ * with the allocated layer as its own bookkeeping counts it, and
+ *   VRAMTRACE_POOL_PEAK {"sites":[{"line":L,"blocks":N,"requested":R}..]}
+ * the blocks live at its requested peak, by the source line that asked for them. */
 #include "cuda_runtime_sim.h"
 #include "vramtrace.h"
 #include "wl.h"
@@ -22,7 +24,7 @@
 #define MAX_SEGMENTS 8
 #define MAX_BLOCKS 256
 
-struct block { uintptr_t addr; size_t size, requested; int live; };
+struct block { uintptr_t addr; size_t size, requested; int live, line; };
 static uintptr_t segments[MAX_SEGMENTS];
 static size_t used_in_segment[MAX_SEGMENTS];
 static int nsegments;
@@ -50,14 +52,37 @@ static struct block *find_or_carve(size_t size) {
     return b;
 }
 
-static struct block *pool_alloc(size_t n) {
+/* The live blocks at the requested peak, by the line that asked for them. */
+struct site { int line; unsigned long long blocks, requested; };
+static struct site peak_sites[8];
+static int npeak_sites;
+
+static void take_peak_sites(void) {
+    npeak_sites = 0;
+    for (int i = 0; i < nblocks; i++) {
+        if (!blocks[i].live) continue;
+        int s = 0;
+        while (s < npeak_sites && peak_sites[s].line != blocks[i].line) s++;
+        if (s == npeak_sites) {
+            if (s == 8) continue;
+            peak_sites[npeak_sites++] = (struct site){blocks[i].line, 0, 0};
+        }
+        peak_sites[s].blocks++;
+        peak_sites[s].requested += blocks[i].requested;
+    }
+}
+
+#define pool_alloc(n) pool_alloc_at((n), __LINE__)
+
+static struct block *pool_alloc_at(size_t n, int line) {
     struct block *b = find_or_carve(round_up(n));
     b->live = 1;
+    b->line = line;
     b->requested = n;
     allocated += b->size;
     requested += b->requested;
     if (allocated > allocated_peak) allocated_peak = allocated;
-    if (requested > requested_peak) requested_peak = requested;
+    if (requested > requested_peak) requested_peak = requested, take_peak_sites();
     vramtrace_block_alloc_hint((void *)b->addr, b->size, b->requested, 0, NULL);
     truth_call("vramtrace_block_alloc", "block_alloc", 1, b->size);
     return b;
@@ -160,6 +185,11 @@ int main(int argc, char **argv) {
            "\"reserved_during_pause\":%llu}\n",
            allocated_peak, allocated, requested_peak, requested, largest_end, free_pieces,
            reserved_during_pause);
+    printf("VRAMTRACE_POOL_PEAK {\"sites\":[");
+    for (int s = 0; s < npeak_sites; s++)
+        printf("%s{\"line\":%d,\"blocks\":%llu,\"requested\":%llu}", s ? "," : "",
+               peak_sites[s].line, peak_sites[s].blocks, peak_sites[s].requested);
+    printf("]}\n");
     fflush(stdout);
     return 0;
 }

@@ -54,7 +54,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
             Some(t) => format!("Device memory live at {}", crate::units::seconds(t)),
             None => "Device memory live at the peak".to_string(),
         };
-        let lines = flamegraph::folded_peak(&peak::build(&run, args.at));
+        let lines = flamegraph::folded_peak(&peak::build(&run, args.at, None));
         (lines, title, "nothing live")
     };
     let content = if args.folded {

@@ -12,7 +12,6 @@ pub mod report;
 pub mod run;
 pub mod run_child;
 pub mod snapshot;
-pub mod snapshot_input;
 pub mod summary;
 pub mod timeline;
 pub mod whatif;

@@ -17,9 +17,6 @@ pub struct OomArgs {
 }
 
 pub fn oom(args: OomArgs) -> Result<i32, String> {
-    if let Some(path) = super::snapshot_input::single(&args.paths) {
-        return super::snapshot_input::oom(path, args.json);
-    }
     let mut watch = OomWatch::default();
     let mut preallocations = PreallocationWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| {
@@ -36,6 +33,7 @@ pub fn oom(args: OomArgs) -> Result<i32, String> {
             f.advice.insert(0, p.advice());
         }
     }
+    super::whatif_oom::add_avoided_by(&run, &mut view.failures);
     if args.json {
         common::print(&render::json(&view))?;
     } else {

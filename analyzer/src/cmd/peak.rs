@@ -16,10 +16,14 @@ pub struct PeakArgs {
     /// Groups listed per device in the text view.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// The layer: `allocated` (tensors, where an allocator or a PyTorch snapshot tells
+    /// them; the default there) or `reserved` (device memory from the driver).
+    #[arg(long, value_enum)]
+    pub layer: Option<peak::Layer>,
     /// Print JSON (keys documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
-    /// Trace files or directories of traces.
+    /// Trace files, directories of traces, or PyTorch snapshots.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
@@ -30,7 +34,7 @@ pub fn peak(args: PeakArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
-    let view = peak::build(&run, args.at);
+    let view = peak::build(&run, args.at, args.layer);
     if args.json {
         common::print(&render::json(&view))?;
     } else {

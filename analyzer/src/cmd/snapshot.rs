@@ -3,6 +3,7 @@
 
 use super::common;
 use crate::render::escape::terminal;
+use crate::snapshot::frames::{readable, Readable};
 use crate::snapshot::{figures, read_snapshot, timeline, DeviceSnapshot, Frame, Generation};
 use crate::units::{self, bytes};
 use serde_json::{json, Value};
@@ -50,11 +51,17 @@ fn generation_name(g: Generation) -> &'static str {
     }
 }
 
+/// The frames a person reads (`--all-frames`: every one), innermost first.
+fn shown(frames: &[Frame]) -> Vec<Readable<'_>> {
+    let mut v = readable(frames, crate::views::stacks::all_frames());
+    v.truncate(FRAMES_SHOWN);
+    v
+}
+
 fn frames_json(frames: &[Frame]) -> Value {
-    frames
+    shown(frames)
         .iter()
-        .take(FRAMES_SHOWN)
-        .map(|f| json!({"filename": &*f.filename, "line": f.line, "name": &*f.name}))
+        .map(|f| json!({"filename": f.filename.unwrap_or(""), "line": f.line, "name": &*f.name}))
         .collect()
 }
 
@@ -172,14 +179,21 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
                     bytes(f.free)
                 );
             }
-            for fr in o.frames.iter().take(FRAMES_SHOWN) {
-                let _ = writeln!(
-                    out,
-                    "    {} {}:{}",
-                    terminal(&fr.name),
-                    terminal(&fr.filename),
-                    fr.line
-                );
+            for fr in shown(&o.frames) {
+                match fr.filename {
+                    Some(file) => {
+                        let _ = writeln!(
+                            out,
+                            "    {} {}:{}",
+                            terminal(&fr.name),
+                            terminal(&file),
+                            fr.line
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(out, "    {}", terminal(&fr.name));
+                    }
+                }
             }
         }
     }

@@ -17,9 +17,6 @@ pub struct SummaryArgs {
 }
 
 pub fn summary(args: SummaryArgs) -> Result<i32, String> {
-    if let Some(path) = super::snapshot_input::single(&args.paths) {
-        return super::snapshot_input::summary(path, args.json);
-    }
     let mut preallocations = PreallocationWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| preallocations.step(s))? {
         Ok(run) => run,

@@ -70,3 +70,28 @@ pub fn avoided_line(v: &Value) -> Option<String> {
         words.join("; ")
     ))
 }
+
+/// Gives each failure that a snapshot's `oom` entry stands for its `avoided_by`: the n-th
+/// failure of a snapshot's process on a device is that device's n-th `oom` entry.
+pub fn add_avoided_by(run: &crate::run::Run, failures: &mut [crate::views::oom::Postmortem]) {
+    for process in &run.processes {
+        if !crate::input::is_snapshot(&process.path) {
+            continue;
+        }
+        let Ok(snap) = crate::snapshot::read_snapshot(&process.path) else {
+            continue;
+        };
+        let replays = oom_replays(&snap);
+        for d in &snap.devices {
+            let mine = failures.iter_mut().filter(|f| {
+                f.pid == process.header.pid
+                    && f.host == process.header.host
+                    && i64::from(f.device) == d.device
+            });
+            for (failure, entry) in mine.zip(crate::snapshot::timeline::ooms(d)) {
+                failure.avoided_by =
+                    Some(replays.avoided_by(d.device, entry.index, entry.device_free));
+            }
+        }
+    }
+}

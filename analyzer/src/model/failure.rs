@@ -25,6 +25,12 @@ pub struct Failure {
     pub recent: Vec<Event>,
     /// The allocator's own state at the failure, where it annotated its blocks.
     pub allocator: Option<AllocatorState>,
+    /// The live tensors (annotated blocks) on that device by who asked for them, in
+    /// requested bytes.
+    pub tensors: Map<GroupKey, GroupBytes>,
+    /// What the driver said was free right at the failure when it gave no total (a
+    /// PyTorch snapshot's `oom` entry).
+    pub device_free: Option<u64>,
 }
 
 /// What an allocator that annotates its blocks held when a device allocation failed.

@@ -1,14 +1,36 @@
-//! The layers around "reserved", per device: allocated (blocks an allocator says it handed
-//! out inside reserved memory) and device (what NVML says this process uses).
+//! The layers around "reserved", per device: allocated (blocks, or tensors, an allocator
+//! says it handed out inside reserved memory, each with the stack that asked for it) and
+//! device (what NVML says this process uses).
 
+use super::block::GroupKey;
+use super::device::DeviceUsage;
+use super::process::Change;
 use super::Map;
 use std::collections::BTreeMap;
+use vramtrace_schema::Kind;
 
 #[derive(Clone, Debug, Default)]
 pub struct Layers {
     pub devices: BTreeMap<i32, DeviceLayers>,
-    /// Live blocks by address: (device, size, requested).
-    blocks: Map<u64, (i32, u64, u64)>,
+    /// Live tensors per device by who asked for them, counted in requested bytes (as
+    /// memory_viz's Active Memory Timeline counts): their peak and the groups at it.
+    pub tensors: BTreeMap<i32, DeviceUsage>,
+    /// Live blocks by address.
+    blocks: Map<u64, LiveBlock>,
+    /// What the last block event did to the tensors, for the run's per-GPU sums.
+    changes: Vec<Change>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LiveBlock {
+    dev: i32,
+    /// The block's size; where the source does not know it, the requested bytes (the
+    /// least it takes).
+    size: u64,
+    requested: u64,
+    key: GroupKey,
+    /// When it was handed out (ns since the trace start).
+    t: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,6 +45,10 @@ pub struct DeviceLayers {
     pub peak_device: Option<u64>,
     /// Block annotations were seen on this device.
     pub annotated: bool,
+    /// A block of unknown size was live at some moment (a snapshot's history gives only
+    /// requested sizes): it counts as its requested bytes, and `allocated` and
+    /// `peak_allocated` are lower bounds.
+    pub sizes_unknown: bool,
 }
 
 impl Layers {
@@ -30,26 +56,86 @@ impl Layers {
         self.devices.entry(dev).or_default()
     }
 
-    pub fn block_alloc(&mut self, dev: i32, addr: u64, size: u64, requested: u64) {
-        if let Some((old_dev, old_size, old_req)) = self.blocks.insert(addr, (dev, size, requested))
-        {
+    /// A block handed out at time `t` (ns since the trace start); `size` 0: not known, and
+    /// counted as its requested bytes (`sizes_unknown` then says `allocated` is a lower
+    /// bound).
+    pub fn block_alloc(
+        &mut self,
+        t: u64,
+        dev: i32,
+        addr: u64,
+        size: u64,
+        requested: u64,
+        key: GroupKey,
+    ) {
+        self.changes.clear();
+        let unknown = size == 0 && requested > 0;
+        let size = if unknown { requested } else { size };
+        let block = LiveBlock {
+            dev,
+            size,
+            requested,
+            key,
+            t,
+        };
+        if let Some(old) = self.blocks.insert(addr, block) {
             // A block handed out again without its return: the older one is gone.
-            let d = self.device(old_dev);
-            d.allocated = d.allocated.saturating_sub(old_size);
-            d.requested = d.requested.saturating_sub(old_req);
+            self.uncount(old);
         }
         let d = self.device(dev);
         d.annotated = true;
+        d.sizes_unknown |= unknown;
         d.allocated += size;
         d.requested += requested;
         d.peak_allocated = d.peak_allocated.max(d.allocated);
+        self.tensors
+            .entry(dev)
+            .or_insert_with(|| DeviceUsage::new(dev))
+            .add(t, Kind::Allocated, key, requested);
+        self.changes.push(Change {
+            dev,
+            key,
+            bytes: requested,
+            added: true,
+        });
     }
 
     pub fn block_free(&mut self, addr: u64) {
-        if let Some((dev, size, requested)) = self.blocks.remove(&addr) {
-            let d = self.device(dev);
-            d.allocated = d.allocated.saturating_sub(size);
-            d.requested = d.requested.saturating_sub(requested);
+        self.changes.clear();
+        if let Some(old) = self.blocks.remove(&addr) {
+            self.uncount(old);
+        }
+    }
+
+    fn uncount(&mut self, b: LiveBlock) {
+        let d = self.device(b.dev);
+        d.allocated = d.allocated.saturating_sub(b.size);
+        d.requested = d.requested.saturating_sub(b.requested);
+        if let Some(t) = self.tensors.get_mut(&b.dev) {
+            t.remove(Kind::Allocated, b.key, b.requested);
+        }
+        self.changes.push(Change {
+            dev: b.dev,
+            key: b.key,
+            bytes: b.requested,
+            added: false,
+        });
+    }
+
+    /// What the last block event did to the live tensors (requested bytes).
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Clears [`Layers::changes`] for an event that is not a block event.
+    pub fn clear_changes(&mut self) {
+        self.changes.clear();
+    }
+
+    /// Settles the tensors' peak groups; call once after the last event.
+    pub fn finish(&mut self) {
+        for t in self.tensors.values_mut() {
+            t.settle_peak();
         }
     }
 
@@ -59,13 +145,20 @@ impl Layers {
         d.peak_device = Some(d.peak_device.unwrap_or(0).max(used));
     }
 
+    /// Every live tensor: (device, requested bytes, who asked, when).
+    pub fn live_tensors(&self) -> impl Iterator<Item = (i32, u64, GroupKey, u64)> + '_ {
+        self.blocks
+            .values()
+            .map(|b| (b.dev, b.requested, b.key, b.t))
+    }
+
     /// Live blocks on `dev`, sorted by address: (address, size).
     pub fn live_blocks(&self, dev: i32) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self
             .blocks
             .iter()
-            .filter(|(_, b)| b.0 == dev)
-            .map(|(&a, b)| (a, b.1))
+            .filter(|(_, b)| b.dev == dev)
+            .map(|(&a, b)| (a, b.size))
             .collect();
         v.sort_unstable();
         v
@@ -120,13 +213,19 @@ mod tests {
     #[test]
     fn allocated_follows_blocks() {
         let mut l = Layers::default();
-        l.block_alloc(0, 10, 512, 500);
-        l.block_alloc(0, 600, 1024, 1000);
+        let key = GroupKey {
+            api: vramtrace_schema::Api::VramtraceBlockAlloc,
+            stack: 0,
+        };
+        l.block_alloc(1, 0, 10, 512, 500, key);
+        l.block_alloc(2, 0, 600, 1024, 1000, key);
         l.block_free(10);
         let d = &l.devices[&0];
         assert_eq!(
             (d.allocated, d.peak_allocated, d.requested),
             (1024, 1536, 1000)
         );
+        let t = &l.tensors[&0];
+        assert_eq!((t.reserved, t.peak_reserved, t.peak_t), (1000, 1500, 2));
     }
 }

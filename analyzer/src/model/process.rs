@@ -97,6 +97,7 @@ impl ProcessModel {
     /// Applies one event. [`ProcessModel::changes`] then tells what it did to device memory.
     pub fn apply(&mut self, e: &Event) {
         self.changes.clear();
+        self.layers.clear_changes();
         self.counts.events += 1;
         self.last_t = self.last_t.max(e.t);
         let op = e.api.op();
@@ -119,6 +120,15 @@ impl ProcessModel {
                 }
             }
             Op::Meminfo if e.ok() => {
+                if let (Some(f), None, Api::ProbeMeminfo) = (e.free, e.total, e.api) {
+                    // A driver figure without the total (a PyTorch `oom` entry's
+                    // `device_free`): it belongs to the failure it follows.
+                    if let Some(failure) = self.failures.last_mut() {
+                        if self.recent.back().is_some_and(|r| *r == failure.event) {
+                            failure.device_free = Some(f);
+                        }
+                    }
+                }
                 if let (Some(f), Some(t)) = (e.free, e.total) {
                     // vramtrace's own question right after a failure belongs to it.
                     if e.api == Api::ProbeMeminfo {
@@ -131,10 +141,17 @@ impl ProcessModel {
                     self.last_meminfo = Some((f, t));
                 }
             }
-            Op::BlockAlloc => {
-                self.layers
-                    .block_alloc(e.dev, e.addr, e.size, e.requested.unwrap_or(e.size))
-            }
+            Op::BlockAlloc => self.layers.block_alloc(
+                e.t,
+                e.dev,
+                e.addr,
+                e.size,
+                e.requested.unwrap_or(e.size),
+                GroupKey {
+                    api: e.api,
+                    stack: e.stack,
+                },
+            ),
             Op::BlockFree => self.layers.block_free(e.addr),
             Op::DeviceSample if e.ok() => self.layers.device_sample(e.dev, e.size),
             _ => {}
@@ -158,6 +175,13 @@ impl ProcessModel {
                 last_meminfo: self.last_meminfo,
                 recent: self.recent.iter().copied().collect(),
                 allocator: self.allocator_state(e.dev),
+                tensors: self
+                    .layers
+                    .tensors
+                    .get(&e.dev)
+                    .map(|t| t.groups.clone())
+                    .unwrap_or_default(),
+                device_free: None,
             });
             return;
         }
@@ -240,6 +264,11 @@ impl ProcessModel {
         }
     }
 
+    /// What the last applied event did to the live tensors (the allocated layer).
+    pub fn tensor_changes(&self) -> &[Change] {
+        self.layers.changes()
+    }
+
     /// What the last applied event did to device memory (pinned host memory is not in it).
     pub fn changes(&self) -> &[Change] {
         &self.changes
@@ -251,6 +280,7 @@ impl ProcessModel {
         for d in self.devices.values_mut() {
             d.settle_peak();
         }
+        self.layers.finish();
     }
 
     /// The allocated layer on `dev` now, where an allocator annotates its blocks: its

@@ -159,18 +159,7 @@ fn devices(o: &mut String, r: &Report) {
             );
         }
         let _ = writeln!(o, "<h3>At the peak</h3><table><tr><th>bytes</th><th>blocks</th><th>pid</th><th>device</th><th>api</th></tr>");
-        for g in d.at_peak.iter().take(ROWS) {
-            let _ = writeln!(
-                o,
-                "<tr><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                g.bytes,
-                bytes(g.bytes),
-                g.blocks,
-                g.pid.unwrap_or(0),
-                g.device.unwrap_or(0),
-                esc(&g.who())
-            );
-        }
+        group_rows(o, &d.at_peak);
         let _ = writeln!(o, "</table>");
         if d.at_peak.len() > ROWS {
             let _ = writeln!(
@@ -179,6 +168,37 @@ fn devices(o: &mut String, r: &Report) {
                 d.at_peak.len() - ROWS
             );
         }
+        tensors(o, d);
+    }
+}
+
+/// The allocated layer's peak: the tensors then, by who asked for them.
+fn tensors(o: &mut String, d: &crate::views::summary::RunDeviceSummary) {
+    let Some(peak) = d.peak_requested_bytes else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "<h3>Tensors at their peak: {} requested</h3><table><tr><th>bytes</th><th>tensors</th><th>pid</th><th>device</th><th>who asked</th></tr>",
+        bytes(peak)
+    );
+    group_rows(o, &d.tensors_at_peak);
+    let _ = writeln!(o, "</table>");
+}
+
+/// A table row per group (the first [`ROWS`]): bytes, blocks, pid, device, who.
+fn group_rows(o: &mut String, groups: &[crate::views::groups::Group]) {
+    for g in groups.iter().take(ROWS) {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            g.bytes,
+            bytes(g.bytes),
+            g.blocks,
+            g.pid.unwrap_or(0),
+            g.device.unwrap_or(0),
+            esc(&g.who())
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::escape::terminal as t;
 use crate::units;
-use crate::views::leaks::Leaks;
+use crate::views::leaks::{LeakGroup, Leaks};
 use std::fmt::Write;
 
 pub fn text(v: &Leaks, limit: usize) -> String {
@@ -25,12 +25,26 @@ pub fn text(v: &Leaks, limit: usize) -> String {
             String::new()
         }
     );
+    table(&mut o, &v.groups, limit);
+    if !v.tensor_groups.is_empty() {
+        let _ = writeln!(
+            o,
+            "tensors never freed (allocated layer, requested bytes): {} in {}",
+            units::bytes(v.leaked_tensor_bytes),
+            units::count(v.leaked_tensors, "tensor")
+        );
+        table(&mut o, &v.tensor_groups, limit);
+    }
+    o
+}
+
+fn table(o: &mut String, groups: &[LeakGroup], limit: usize) {
     let _ = writeln!(
         o,
         "  {:>12}  {:>6}  {:>8}  {:>6}  {:<8}  {:>19}  api",
         "bytes", "blocks", "pid", "device", "kind", "allocated (s)"
     );
-    for g in v.groups.iter().take(limit) {
+    for g in groups.iter().take(limit) {
         let cut = if g.complete {
             ""
         } else {
@@ -52,12 +66,11 @@ pub fn text(v: &Leaks, limit: usize) -> String {
             t(&g.who())
         );
     }
-    if v.groups.len() > limit {
+    if groups.len() > limit {
         let _ = writeln!(
             o,
             "  ... {} more groups (--json lists all)",
-            v.groups.len() - limit
+            groups.len() - limit
         );
     }
-    o
 }

@@ -3,6 +3,7 @@
 use super::escape::terminal as t;
 use crate::units::{self, bytes};
 use crate::views::oom::OomView;
+use crate::views::stacks;
 use std::fmt::Write;
 
 /// Groups listed per failure.
@@ -32,6 +33,13 @@ pub fn text(v: &OomView) -> String {
             t(&f.gpu),
             f.result_name
         );
+        if !f.frames.is_empty() {
+            let _ = writeln!(
+                o,
+                "  Asked from{}",
+                t(&stacks::inline(&f.frames).replacen(" <-", "", 1))
+            );
+        }
         let _ = writeln!(
             o,
             "  It held {} in {} there (its peak so far: {}):",
@@ -54,6 +62,34 @@ pub fn text(v: &OomView) -> String {
                 "    ... {} more groups",
                 f.live_groups.len() - TOP_GROUPS
             );
+        }
+        if let Some(in_use) = f.tensor_bytes {
+            let _ = writeln!(
+                o,
+                "  Its live tensors asked for {} in {}:",
+                bytes(in_use),
+                units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
+            );
+            for g in f.tensor_groups.iter().take(TOP_GROUPS) {
+                let _ = writeln!(
+                    o,
+                    "    {:>12}  {:>6} tensors  {}",
+                    bytes(g.bytes),
+                    g.blocks,
+                    if g.frames.is_empty() {
+                        "(no stack: allocated before the history began, or not recorded)".into()
+                    } else {
+                        stacks::inline(&g.frames).replacen(" <- ", "", 1)
+                    }
+                );
+            }
+            if f.tensor_groups.len() > TOP_GROUPS {
+                let _ = writeln!(
+                    o,
+                    "    ... {} more groups",
+                    f.tensor_groups.len() - TOP_GROUPS
+                );
+            }
         }
         if !f.other_processes.is_empty() {
             let others: Vec<String> = f
@@ -84,6 +120,13 @@ pub fn text(v: &OomView) -> String {
                     bytes(f.estimated_free_bytes.unwrap_or(0))
                 );
             }
+            (Some(free), None, _) => {
+                let _ = writeln!(
+                    o,
+                    "  The driver had {} free at the failure (it did not say of how much).",
+                    bytes(free)
+                );
+            }
             _ => {
                 let _ = writeln!(
                     o,
@@ -95,6 +138,13 @@ pub fn text(v: &OomView) -> String {
         let _ = writeln!(o, "  What to try:");
         for a in &f.advice {
             let _ = writeln!(o, "    - {}", t(a));
+        }
+        if let Some(line) = f
+            .avoided_by
+            .as_ref()
+            .and_then(crate::cmd::whatif_oom::avoided_line)
+        {
+            let _ = writeln!(o, "  {}", t(&line));
         }
         let _ = writeln!(o);
     }

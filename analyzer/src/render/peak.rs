@@ -16,13 +16,30 @@ pub fn text(v: &PeakView, limit: usize) -> String {
         let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
         let label = t(&label);
         let what = if v.at_ns.is_some() { "live" } else { "peak" };
+        let (of, unit) = match d.layer {
+            "allocated" => (" of tensors (requested bytes)", "tensor"),
+            _ => ("", "block"),
+        };
         let _ = writeln!(
             o,
-            "{label}: {what} {} in {} at {}",
+            "{label}: {what} {}{of} in {} at {}",
             units::bytes(d.live_bytes),
-            units::count(d.live_blocks, "block"),
+            units::count(d.live_blocks, unit),
             units::when(v.start_unix_ns, d.time_ns)
         );
+        if let Some(f) = &d.top_function {
+            let file = f
+                .file
+                .as_deref()
+                .map(|p| format!(" ({})", t(p)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  most held by {}{file}: {}",
+                t(&f.function),
+                units::bytes(f.bytes)
+            );
+        }
         if d.processes.len() > 1 {
             for p in &d.processes {
                 let rank = p

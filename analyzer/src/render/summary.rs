@@ -53,30 +53,10 @@ pub fn text(s: &Summary) -> String {
         }
     }
     if many {
-        let _ = writeln!(
-            o,
-            "\n{:>8} {:>5} {:<12} peak per device",
-            "pid", "rank", "host"
-        );
-        for p in &s.processes {
-            let peaks: Vec<String> = p
-                .devices
-                .iter()
-                .map(|d| format!("{}: {}", d.device, units::bytes(d.peak_reserved_bytes)))
-                .collect();
-            let _ = writeln!(
-                o,
-                "{:>8} {:>5} {:<12} {}",
-                p.pid,
-                t(p.rank.as_deref().unwrap_or("-")),
-                t(&p.host),
-                if peaks.is_empty() {
-                    "-".to_string()
-                } else {
-                    peaks.join(", ")
-                }
-            );
-        }
+        processes_table(o, s);
+    }
+    if !s.ranks.is_empty() {
+        ranks_table(o, s);
     }
     for p in &s.processes {
         let _ = writeln!(o);
@@ -115,9 +95,13 @@ pub fn text(s: &Summary) -> String {
             );
         }
         for d in &p.devices {
+            let tensors = d
+                .peak_requested_bytes
+                .map(|b| format!("; tensors peak {} requested", units::bytes(b)))
+                .unwrap_or_default();
             let _ = writeln!(
                 o,
-                "  device {}: peak {} reserved at {}, {} at the end",
+                "  device {}: peak {} reserved at {}, {} at the end{tensors}",
                 d.device,
                 units::bytes(d.peak_reserved_bytes),
                 units::seconds(d.peak_time_ns),
@@ -150,6 +134,7 @@ pub fn text(s: &Summary) -> String {
                     units::bytes(free),
                     units::bytes(total)
                 ),
+                (Some(free), None) => format!("; the driver had {} free", units::bytes(free)),
                 _ => String::new(),
             };
             let _ = writeln!(
@@ -175,4 +160,52 @@ pub fn text(s: &Summary) -> String {
         let _ = writeln!(o, "\nunreadable: {}", t(u));
     }
     out
+}
+
+fn processes_table(o: &mut String, s: &Summary) {
+    let _ = writeln!(
+        o,
+        "\n{:>8} {:>5} {:<12} peak per device",
+        "pid", "rank", "host"
+    );
+    for p in &s.processes {
+        let peaks: Vec<String> = p
+            .devices
+            .iter()
+            .map(|d| format!("{}: {}", d.device, units::bytes(d.peak_reserved_bytes)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{:>8} {:>5} {:<12} {}",
+            p.pid,
+            t(p.rank.as_deref().unwrap_or("-")),
+            t(&p.host),
+            if peaks.is_empty() {
+                "-".to_string()
+            } else {
+                peaks.join(", ")
+            }
+        );
+    }
+}
+
+/// Every rank's peak at both layers, which peaked highest and which failed.
+fn ranks_table(o: &mut String, s: &Summary) {
+    let _ = writeln!(
+        o,
+        "\n{:>5} {:>8} {:>14} {:>14} {:>7}",
+        "rank", "pid", "peak reserved", "peak tensors", "failed"
+    );
+    for r in &s.ranks {
+        let _ = writeln!(
+            o,
+            "{:>5} {:>8} {:>14} {:>14} {:>7}{}",
+            t(&r.rank),
+            r.pid,
+            units::bytes(r.peak_reserved_bytes),
+            r.peak_requested_bytes.map_or("-".into(), units::bytes),
+            r.failed_allocations,
+            if r.highest { "  <- highest peak" } else { "" }
+        );
+    }
 }

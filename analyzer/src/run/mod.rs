@@ -11,6 +11,7 @@ pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
 use crate::input;
 use crate::model::{Change, ProcessModel};
+use crate::snapshot::events::SnapshotEvents;
 use progress::Progress;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -23,12 +24,16 @@ pub struct Run {
     pub processes: Vec<ProcessModel>,
     /// Files that could not be read at all (no valid header).
     pub unreadable: Vec<TraceError>,
+    /// What reading noticed that is not an error (a snapshot's history at odds with it).
+    pub notes: Vec<String>,
     /// Each process's origin (its header's start) as run time.
     pub origins: Vec<u64>,
     /// Wall clock (ns since the Unix epoch) at run time 0.
     pub start_unix_ns: u64,
     /// Per physical device, all processes summed.
     pub devices: RunDevices,
+    /// The same for the allocated layer: live tensors in requested bytes.
+    pub tensors: RunDevices,
     /// Run time of the last event seen.
     pub end_time: u64,
 }
@@ -54,8 +59,16 @@ pub struct LoadOptions {
 }
 
 struct Source {
-    reader: TraceReader<Box<dyn std::io::Read + Send>>,
+    events: Events,
     next: Option<Event>,
+}
+
+/// Where a process's events come from. One per file, so the size of the trace reader
+/// (kept inline: it is read once per event) costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
+enum Events {
+    Trace(TraceReader<Box<dyn std::io::Read + Send>>),
+    Snapshot(SnapshotEvents),
 }
 
 impl Run {
@@ -75,7 +88,29 @@ impl Run {
         let mut processes = Vec::new();
         let mut sources = Vec::new();
         let mut unreadable = Vec::new();
+        let mut notes = Vec::new();
         for file in files {
+            if input::is_snapshot(&file) {
+                let all_frames = crate::views::stacks::all_frames();
+                match SnapshotEvents::open(&file, all_frames) {
+                    Ok(snap) => {
+                        notes.extend(snap.notes.iter().cloned());
+                        processes.push(ProcessModel::new(file, snap.header.clone()));
+                        sources.push(Source {
+                            events: Events::Snapshot(snap),
+                            next: None,
+                        });
+                    }
+                    Err(message) => unreadable.push(TraceError {
+                        path: file,
+                        line: 0,
+                        message: message
+                            .split_once(": ")
+                            .map_or(message.clone(), |m| m.1.to_string()),
+                    }),
+                }
+                continue;
+            }
             // Progress counts the bytes of the file as stored, compressed or not.
             let opened = File::open(&file)
                 .and_then(|f| compressed::decompressed(progress.wrap(f)))
@@ -87,7 +122,10 @@ impl Run {
             match opened.and_then(|f| TraceReader::new_parallel(&file, f)) {
                 Ok(reader) => {
                     processes.push(ProcessModel::new(file, reader.header().clone()));
-                    sources.push(Source { reader, next: None });
+                    sources.push(Source {
+                        events: Events::Trace(reader),
+                        next: None,
+                    });
                 }
                 Err(e) => unreadable.push(e),
             }
@@ -96,9 +134,11 @@ impl Run {
         let mut run = Run {
             processes,
             unreadable,
+            notes,
             origins,
             start_unix_ns,
             devices: RunDevices::default(),
+            tensors: RunDevices::default(),
             end_time: 0,
         };
         let mut queue = BinaryHeap::new();
@@ -119,6 +159,8 @@ impl Run {
             let model = &mut run.processes[i];
             model.apply(&event);
             run.devices.apply(i, &model.header, time, model.changes());
+            run.tensors
+                .apply(i, &model.header, time, model.tensor_changes());
             run.end_time = run.end_time.max(time);
             each(&Step {
                 process: i,
@@ -138,20 +180,32 @@ impl Run {
         }
         progress.done();
         for (model, source) in run.processes.iter_mut().zip(&mut sources) {
-            let reader = &mut source.reader;
-            model.notes = std::mem::take(&mut reader.notes);
-            model.stacks = std::mem::take(&mut reader.stacks);
-            model.names = std::mem::take(&mut reader.names).into_iter().collect();
+            match &mut source.events {
+                Events::Trace(reader) => {
+                    model.notes = std::mem::take(&mut reader.notes);
+                    model.stacks = std::mem::take(&mut reader.stacks);
+                    model.names = std::mem::take(&mut reader.names).into_iter().collect();
+                }
+                Events::Snapshot(snap) => {
+                    model.notes.end = Some(snap.end());
+                    model.stacks = std::mem::take(&mut snap.stacks);
+                }
+            }
             model.finish();
         }
         run.devices.finish();
+        run.tensors.finish();
         Ok(run)
     }
 
     /// Reads the next event of source `i` into it; returns its run time.
     fn pull(&mut self, sources: &mut [Source], i: usize) -> Option<u64> {
         let source = &mut sources[i];
-        match source.reader.next_event() {
+        let next = match &mut source.events {
+            Events::Trace(reader) => reader.next_event(),
+            Events::Snapshot(snap) => Ok(snap.next_event()),
+        };
+        match next {
             Ok(Some(event)) => {
                 let t = self.origins[i] + event.t;
                 source.next = Some(event);
@@ -176,6 +230,7 @@ impl Run {
             .unreadable
             .iter()
             .map(|e| format!("error: {e}"))
+            .chain(self.notes.iter().cloned())
             .collect();
         for p in &self.processes {
             if let Some(e) = &p.error {

@@ -2,7 +2,9 @@
 //! (reserved, allocated, requested, fragmentation), a timeline anchored at the snapshot,
 //! and a writer for pytorch.org/memory_viz.
 
+pub mod events;
 pub mod figures;
+pub mod frames;
 pub mod model;
 pub mod pickle;
 pub mod read;

@@ -17,6 +17,12 @@ pub struct Leaks {
     pub leaked_blocks: u64,
     pub leaked_pinned_host_bytes: u64,
     pub groups: Vec<LeakGroup>,
+    /// The allocated layer: tensors (annotated blocks, a snapshot's tensors) never freed,
+    /// in requested bytes; inside reserved memory a caching allocator keeps anyway, they
+    /// are where a leak shows. Zero and empty without an allocated layer.
+    pub leaked_tensor_bytes: u64,
+    pub leaked_tensors: u64,
+    pub tensor_groups: Vec<LeakGroup>,
 }
 
 #[derive(Serialize, Debug, PartialEq, Eq)]
@@ -51,14 +57,24 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-pub fn build(run: &Run) -> Leaks {
+/// One live allocation, as leaks groups it.
+struct Held {
+    dev: i32,
+    api: vramtrace_schema::Api,
+    stack: u64,
+    bytes: u64,
+    t: u64,
+}
+
+/// Live allocations grouped by process, device, API and stack, largest first.
+fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -> Vec<LeakGroup> {
     let mut groups = Vec::new();
     for (i, p) in run.processes.iter().enumerate() {
-        let mut by: Map<(i32, vramtrace_schema::Api, u64), Vec<&Block>> = Map::default();
-        for b in p.live_blocks() {
-            by.entry((b.dev, b.api, b.stack)).or_default().push(b);
+        let mut by: Map<(i32, vramtrace_schema::Api, u64), Vec<Held>> = Map::default();
+        for h in live(p) {
+            by.entry((h.dev, h.api, h.stack)).or_default().push(h);
         }
-        for ((dev, api, stack), blocks) in by {
+        for ((dev, api, stack), held) in by {
             groups.push(LeakGroup {
                 pid: p.header.pid,
                 complete: p.ended(),
@@ -66,10 +82,10 @@ pub fn build(run: &Run) -> Leaks {
                 kind: api.kind().name(),
                 api: api.name(),
                 stack,
-                bytes: blocks.iter().map(|b| b.size).sum(),
-                blocks: blocks.len() as u64,
-                first_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).min().unwrap_or(0)),
-                last_time_ns: run.time_of(i, blocks.iter().map(|b| b.t).max().unwrap_or(0)),
+                bytes: held.iter().map(|h| h.bytes).sum(),
+                blocks: held.len() as u64,
+                first_time_ns: run.time_of(i, held.iter().map(|h| h.t).min().unwrap_or(0)),
+                last_time_ns: run.time_of(i, held.iter().map(|h| h.t).max().unwrap_or(0)),
                 frames: stacks::shown(&p.stacks, stack),
             });
         }
@@ -80,6 +96,34 @@ pub fn build(run: &Run) -> Leaks {
             .then(a.pid.cmp(&b.pid))
             .then(a.device.cmp(&b.device))
             .then(a.api.cmp(b.api))
+            .then(a.stack.cmp(&b.stack))
+    });
+    groups
+}
+
+pub fn build(run: &Run) -> Leaks {
+    let groups = grouped(run, |p| {
+        p.live_blocks()
+            .map(|b: &Block| Held {
+                dev: b.dev,
+                api: b.api,
+                stack: b.stack,
+                bytes: b.size,
+                t: b.t,
+            })
+            .collect()
+    });
+    let tensor_groups = grouped(run, |p| {
+        p.layers
+            .live_tensors()
+            .map(|(dev, requested, key, t)| Held {
+                dev,
+                api: key.api,
+                stack: key.stack,
+                bytes: requested,
+                t,
+            })
+            .collect()
     });
     let device: Vec<&LeakGroup> = groups.iter().filter(|g| g.kind != "host").collect();
     Leaks {
@@ -94,5 +138,8 @@ pub fn build(run: &Run) -> Leaks {
             .map(|g| g.bytes)
             .sum(),
         groups,
+        leaked_tensor_bytes: tensor_groups.iter().map(|g| g.bytes).sum(),
+        leaked_tensors: tensor_groups.iter().map(|g| g.blocks).sum(),
+        tensor_groups,
     }
 }

@@ -9,7 +9,7 @@ use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot
 use crate::views::stacks;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use vramtrace_schema::Op;
+use vramtrace_schema::{Api, Op};
 
 /// Trace entries kept per device, as PyTorch's `max_entries`: the newest win.
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
@@ -112,6 +112,17 @@ impl MemoryVizBuilder {
                 );
                 if !self.annotated[p] {
                     self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
+                }
+            }
+            Op::Meminfo if e.api == Api::ProbeMeminfo && e.ok() => {
+                // The driver's figure at a failure is the one asked right after it (as
+                // the model keeps it), not the program's last answer, maybe from long
+                // before.
+                let last = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut());
+                if let Some(last) = last.filter(|l| l.process == p) {
+                    if last.entry.action == Action::Oom && e.free.is_some() {
+                        last.entry.device_free = e.free;
+                    }
                 }
             }
             Op::Free if e.ok() => {

@@ -7,6 +7,7 @@ pub mod oom;
 mod oom_words;
 pub mod peak;
 pub mod preallocation;
+pub mod ranks;
 pub mod snapshots_beside;
 pub mod summary;
 pub mod timeline;

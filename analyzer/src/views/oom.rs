@@ -8,7 +8,7 @@ use super::groups::{self, Group};
 use crate::errors;
 use crate::run::{Run, Step};
 use serde::Serialize;
-use vramtrace_schema::{Event, Op};
+use vramtrace_schema::{Api, Event, Op};
 
 /// The last `cuMemGetInfo` answer a process got, and the traced bytes on that GPU then.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +45,24 @@ impl OomWatch {
         match e.api.op() {
             Op::Meminfo if e.ok() => {
                 if let (Some(free), Some(total)) = (e.free, e.total) {
+                    // vramtrace's own question right after a failure is the driver's
+                    // figure at it, for the post-mortem as for the summary (the model
+                    // gives it to the failure only when it came right after).
+                    let answered = |p: &&mut Pending| {
+                        p.process == step.process
+                            && p.failure + 1 == step.model.failures.len()
+                            && step.model.failures[p.failure].last_meminfo == Some((free, total))
+                    };
+                    if e.api == Api::ProbeMeminfo {
+                        if let Some(p) = self.pending.last_mut().filter(answered) {
+                            p.meminfo = Some(Meminfo {
+                                free,
+                                total,
+                                traced,
+                                time: step.time,
+                            });
+                        }
+                    }
                     self.meminfo[step.process] = Some(Meminfo {
                         free,
                         total,
@@ -107,6 +125,8 @@ pub struct Postmortem {
     pub requested_bytes: u64,
     pub result: i32,
     pub result_name: String,
+    /// Who asked: the failing call's frames that matter, innermost first.
+    pub frames: Vec<super::stacks::ShownFrame>,
     /// Device memory this process held on that device when the call failed.
     pub live_bytes: u64,
     pub live_blocks: u64,
@@ -114,6 +134,11 @@ pub struct Postmortem {
     pub peak_before_bytes: u64,
     /// What this process held there, by group, largest first.
     pub live_groups: Vec<Group>,
+    /// The live tensors (the allocated layer) at the failure, by who asked for them, in
+    /// requested bytes; empty where no allocator or snapshot tells them.
+    pub tensor_groups: Vec<Group>,
+    /// Their requested bytes summed; null where tensors are not known.
+    pub tensor_bytes: Option<u64>,
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
@@ -132,6 +157,10 @@ pub struct Postmortem {
     /// The verdict in one sentence.
     pub explanation: String,
     pub advice: Vec<String>,
+    /// For a snapshot's `oom` entry: which common allocator settings a replay says would
+    /// have avoided it (docs/json.md); absent for traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avoided_by: Option<serde_json::Value>,
     /// The events just before the failure, oldest first: `[time_ns, api, result, size]`.
     pub recent_events: Vec<RecentEvent>,
 }
@@ -207,6 +236,10 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
     let f = &model.failures[p.failure];
     let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
     let live_groups = groups::of_process(model, &f.groups);
+    let tensor_groups = groups::of_process(model, &f.tensors);
+    let tensor_bytes = f
+        .allocator
+        .map(|_| tensor_groups.iter().map(|g| g.bytes).sum());
     let figures = Figures {
         requested: f.requested,
         own: f.reserved_on_device,
@@ -239,10 +272,13 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         requested_bytes: f.requested,
         result: f.event.res,
         result_name: errors::name(f.event.api, f.event.res),
+        frames: super::stacks::shown(&model.stacks, f.event.stack),
         live_bytes: f.reserved_on_device,
         live_blocks: live_groups.iter().map(|g| g.blocks).sum(),
         peak_before_bytes: f.peak_before,
         live_groups,
+        tensor_groups,
+        tensor_bytes,
         other_processes: p
             .others
             .iter()
@@ -252,7 +288,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
             })
             .collect(),
         other_processes_bytes: others_bytes,
-        driver_free_bytes: p.meminfo.map(|m| m.free),
+        driver_free_bytes: p.meminfo.map(|m| m.free).or(f.device_free),
         driver_total_bytes: p.meminfo.map(|m| m.total),
         driver_report_time_ns: p.meminfo.map(|m| m.time),
         untraced_bytes: untraced,
@@ -261,6 +297,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         verdict,
         explanation,
         advice,
+        avoided_by: None,
         recent_events: f.recent.iter().map(|e| recent(run, p.process, e)).collect(),
     }
 }

@@ -1,9 +1,30 @@
 //! `peak` / `top`: the live set of each device at the run's peak on it, or at a chosen
-//! moment (the run replayed up to it), grouped by process and allocating group.
+//! moment (the run replayed up to it), grouped by process and allocating group: tensors
+//! (the allocated layer) where an allocator or a snapshot tells them, reserved memory
+//! otherwise.
 
 use super::groups::{self, Group};
-use crate::run::Run;
+use crate::model::DeviceUsage;
+use crate::run::{Run, RunGroupKey};
 use serde::Serialize;
+
+/// Which layer a view answers at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Layer {
+    /// Tensors (blocks handed out inside reserved memory), by requested bytes.
+    Allocated,
+    /// Device memory held from the driver.
+    Reserved,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Allocated => "allocated",
+            Layer::Reserved => "reserved",
+        }
+    }
+}
 
 #[derive(Serialize)]
 pub struct PeakView {
@@ -19,6 +40,8 @@ pub struct PeakView {
 pub struct PeakDevice {
     pub host: String,
     pub gpu: String,
+    /// `allocated` (tensors, in requested bytes) or `reserved`.
+    pub layer: &'static str,
     /// When this live set was held (the peak's time, or `at_ns`).
     pub time_ns: u64,
     pub live_bytes: u64,
@@ -26,6 +49,16 @@ pub struct PeakDevice {
     /// Bytes per process, largest first.
     pub processes: Vec<ProcessBytes>,
     pub groups: Vec<Group>,
+    /// The function holding the most of it, its groups summed: the innermost frame of
+    /// each group that is not an operator (for PyTorch, the user's own code).
+    pub top_function: Option<FunctionBytes>,
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct FunctionBytes {
+    pub function: String,
+    pub file: Option<String>,
+    pub bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -36,13 +69,22 @@ pub struct ProcessBytes {
 }
 
 /// `at`: the run was loaded with `until = at`, so its current state is the state then.
-pub fn build(run: &Run, at: Option<u64>) -> PeakView {
+/// `layer`: the one asked for; by default tensors where the run has them.
+pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
     let mut devices: Vec<PeakDevice> = run
         .devices
         .devices
         .iter()
         .enumerate()
         .map(|(index, (id, usage))| {
+            let tensors = (layer != Some(Layer::Reserved))
+                .then(|| run.tensors.devices.iter().find(|(t, _)| t == id))
+                .flatten()
+                .map(|(_, u)| u);
+            let (usage, shown): (&DeviceUsage<RunGroupKey>, Layer) = match tensors {
+                Some(t) => (t, Layer::Allocated),
+                None => (usage, Layer::Reserved),
+            };
             let at_peak = at.is_none();
             let map = if at_peak {
                 &usage.peak_groups
@@ -53,6 +95,7 @@ pub fn build(run: &Run, at: Option<u64>) -> PeakView {
             PeakDevice {
                 host: id.host.clone(),
                 gpu: id.gpu.clone(),
+                layer: shown.name(),
                 time_ns: at.unwrap_or(usage.peak_t),
                 live_bytes: groups.iter().map(|g| g.bytes).sum(),
                 live_blocks: groups.iter().map(|g| g.blocks).sum(),
@@ -64,6 +107,7 @@ pub fn build(run: &Run, at: Option<u64>) -> PeakView {
                         bytes,
                     })
                     .collect(),
+                top_function: top_function(&groups),
                 groups,
             }
         })
@@ -76,4 +120,22 @@ pub fn build(run: &Run, at: Option<u64>) -> PeakView {
         at_ns: at,
         devices,
     }
+}
+
+/// The function holding the most bytes of `groups`, summed over its groups.
+fn top_function(groups: &[Group]) -> Option<FunctionBytes> {
+    let mut by: std::collections::BTreeMap<(String, Option<String>), u64> = Default::default();
+    for g in groups {
+        if let Some(f) = g.frames.iter().find(|f| f.module != "operator") {
+            let function = f.function.clone().unwrap_or_else(|| f.module.clone());
+            *by.entry((function, f.file.clone())).or_default() += g.bytes;
+        }
+    }
+    by.into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+        .map(|((function, file), bytes)| FunctionBytes {
+            function,
+            file,
+            bytes,
+        })
 }

@@ -18,6 +18,11 @@ pub fn set_options(all_frames: bool, full_stack: bool) {
     FULL_STACK.store(full_stack, Ordering::Relaxed);
 }
 
+/// Whether `--all-frames` was given.
+pub fn all_frames() -> bool {
+    ALL_FRAMES.load(Ordering::Relaxed)
+}
+
 /// One frame as views show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ShownFrame {
@@ -69,6 +74,10 @@ fn is_machinery(f: &Call) -> bool {
         .iter()
         .any(|m| function == *m || function.starts_with(&format!("{m}::")))
     {
+        return true;
+    }
+    // The annotation helpers of vramtrace.h, inlined into the allocator that calls them.
+    if function.starts_with("vramtrace_") {
         return true;
     }
     // Native frames of the Python interpreter left below its Python frames.

@@ -21,6 +21,8 @@ pub struct Summary {
     pub processes: Vec<ProcessSummary>,
     /// Per physical device, all processes summed.
     pub devices: Vec<RunDeviceSummary>,
+    /// The ranks side by side (processes with a rank only).
+    pub ranks: Vec<super::ranks::RankRow>,
     pub unreadable: Vec<String>,
     /// XLA's preallocations (JAX), where found ([`super::preallocation`]).
     pub preallocations: Vec<super::preallocation::Preallocation>,
@@ -68,8 +70,12 @@ pub struct DeviceSummary {
     pub peak_reserved_bytes: u64,
     pub peak_time_ns: u64,
     pub reserved_bytes_at_end: u64,
-    /// The allocated layer (allocator annotations), null where no allocator annotated.
+    /// The allocated layer (allocator annotations, a snapshot's blocks): the most block
+    /// bytes live at once; null where no allocator annotated, or where some block's size
+    /// is not known (a snapshot's history gives requested sizes only).
     pub peak_allocated_bytes: Option<u64>,
+    /// The most requested bytes of live tensors at any moment; null without annotations.
+    pub peak_requested_bytes: Option<u64>,
     pub allocated_bytes_at_end: Option<u64>,
     /// Requested bytes of the blocks live at the end (allocated minus rounding).
     pub requested_bytes_at_end: Option<u64>,
@@ -107,6 +113,10 @@ pub struct RunDeviceSummary {
     pub reserved_bytes_at_end: u64,
     /// What held the run's peak on this device, by process and group.
     pub at_peak: Vec<Group>,
+    /// The allocated layer, every process summed: the most requested bytes of live
+    /// tensors, and the tensors then by process and who asked; null and empty without it.
+    pub peak_requested_bytes: Option<u64>,
+    pub tensors_at_peak: Vec<Group>,
 }
 
 /// Device memory still held at the end: (blocks, bytes).
@@ -117,7 +127,7 @@ pub fn leaked(p: &ProcessModel) -> (u64, u64) {
 }
 
 pub fn build(run: &Run) -> Summary {
-    let processes = run
+    let processes: Vec<ProcessSummary> = run
         .processes
         .iter()
         .enumerate()
@@ -134,6 +144,7 @@ pub fn build(run: &Run) -> Summary {
                 .map(|&p| run.processes[p].header.pid)
                 .collect();
             pids.sort_unstable();
+            let tensors = run.tensors.devices.iter().find(|(t, _)| t == id);
             RunDeviceSummary {
                 host: id.host.clone(),
                 gpu: id.gpu.clone(),
@@ -142,6 +153,10 @@ pub fn build(run: &Run) -> Summary {
                 peak_time_ns: usage.peak_t,
                 reserved_bytes_at_end: usage.reserved,
                 at_peak: groups::run_device_groups(run, index, usage, true),
+                peak_requested_bytes: tensors.map(|(_, t)| t.peak_reserved),
+                tensors_at_peak: tensors
+                    .map(|(_, t)| groups::run_device_groups(run, index, t, true))
+                    .unwrap_or_default(),
             }
         })
         .collect::<Vec<_>>();
@@ -152,6 +167,7 @@ pub fn build(run: &Run) -> Summary {
         version: super::JSON_VERSION,
         start_unix_ns: run.start_unix_ns,
         duration_ns: run.end_time,
+        ranks: super::ranks::rows(&processes),
         processes,
         devices,
         unreadable: run.unreadable.iter().map(|e| e.to_string()).collect(),
@@ -202,7 +218,12 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                     peak_reserved_bytes: d.peak_reserved,
                     peak_time_ns: run.time_of(i, d.peak_t),
                     reserved_bytes_at_end: d.reserved,
-                    peak_allocated_bytes: annotated(p, d.device).map(|l| l.peak_allocated),
+                    peak_allocated_bytes: annotated(p, d.device)
+                        .filter(|l| !l.sizes_unknown)
+                        .map(|l| l.peak_allocated),
+                    peak_requested_bytes: annotated(p, d.device)
+                        .and(p.layers.tensors.get(&d.device))
+                        .map(|t| t.peak_reserved),
                     allocated_bytes_at_end: annotated(p, d.device).map(|l| l.allocated),
                     requested_bytes_at_end: annotated(p, d.device).map(|l| l.requested),
                     peak_device_bytes: p.layers.devices.get(&d.device).and_then(|l| l.peak_device),
@@ -224,7 +245,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                 result: f.event.res,
                 result_name: errors::name(f.event.api, f.event.res),
                 reserved_bytes: f.reserved_on_device,
-                driver_free_bytes: f.last_meminfo.map(|m| m.0),
+                driver_free_bytes: f.last_meminfo.map(|m| m.0).or(f.device_free),
                 driver_total_bytes: f.last_meminfo.map(|m| m.1),
             })
             .collect(),

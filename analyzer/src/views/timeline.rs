@@ -222,50 +222,41 @@ impl TimelineBuilder {
     /// Adds, for each PyTorch snapshot beside the traces (as `vramtrace run`'s hook writes
     /// them, matched to their process by [`super::snapshots_beside`]), the bytes its memory
     /// history says were in use, on the run's clock: one timeline shows device, reserved
-    /// and allocated together. A snapshot that cannot be read is reported and left out.
+    /// and allocated together. A snapshot is read through the same model as every
+    /// snapshot; one that cannot be read is reported and left out.
     pub fn merge_snapshots(&mut self, run: &Run, paths: &[std::path::PathBuf]) {
         for file in super::snapshots_beside::snapshots_beside(paths) {
             if !run.processes.iter().any(|m| m.header.pid == file.pid) {
                 continue;
             }
-            let snap = match crate::snapshot::read::read_snapshot(&file.path) {
-                Ok(s) => s,
-                Err(e) => {
-                    let e = crate::render::escape::terminal(&e);
-                    eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
-                    continue;
+            let all_frames = super::stacks::all_frames();
+            let mut snap =
+                match crate::snapshot::events::SnapshotEvents::open(&file.path, all_frames) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let e = crate::render::escape::terminal(&e);
+                        eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
+                        continue;
+                    }
+                };
+            let origin = snap.header.start_unix_ns;
+            let mut model = crate::model::ProcessModel::new(file.path.clone(), snap.header.clone());
+            // (device, wall clock ns, live tensor bytes) at each change.
+            let mut changes: Vec<(i32, u64, u64)> = Vec::new();
+            while let Some(e) = snap.next_event() {
+                model.apply(&e);
+                for c in model.tensor_changes() {
+                    let live = model.layers.tensors.get(&c.dev).map_or(0, |t| t.reserved);
+                    changes.push((c.dev, origin.saturating_add(e.t), live));
                 }
-            };
-            let timelines: Vec<_> = snap
-                .devices
-                .iter()
-                .map(|d| (d, crate::snapshot::timeline::timeline(d)))
-                .collect();
-            let last_us = timelines
-                .iter()
-                .flat_map(|(_, t)| t.points.iter().filter_map(|pt| pt.time_us))
-                .max()
-                .and_then(|us| u64::try_from(us).ok());
+            }
+            let last_us = changes.iter().map(|c| c.1 / 1000).max();
             let Some(p) = super::snapshots_beside::owner(run, &file, last_us) else {
                 continue;
             };
-            for (d, t) in &timelines {
-                let mut points: Vec<(u64, u64)> = t
-                    .points
-                    .iter()
-                    .filter_map(|pt| {
-                        let us = u64::try_from(pt.time_us?).ok()?;
-                        Some(((us * 1000).saturating_sub(run.start_unix_ns), pt.in_use?))
-                    })
-                    .collect();
-                points.sort_by_key(|x| x.0);
-                for (time, bytes) in points {
-                    self.record(
-                        Key::Layer(p, d.device as i32, Layer::PytorchAllocated),
-                        time,
-                        bytes,
-                    );
-                }
+            for (dev, wall_ns, live) in changes {
+                let time = wall_ns.saturating_sub(run.start_unix_ns);
+                self.record(Key::Layer(p, dev, Layer::PytorchAllocated), time, live);
             }
         }
     }

@@ -217,3 +217,22 @@ pub fn one_trace_dir(name: &str, lines: &[String]) -> (tempfile::TempDir, PathBu
     write_trace(&traces, name, lines);
     (dir, traces)
 }
+
+/// Runs a Python script (`python3 -c SCRIPT ARGS...`), which must succeed, and parses the
+/// JSON list it prints: the tests' own replays, independent of the analyzer.
+pub fn python_list(script: &str, args: &[&Path]) -> Vec<Value> {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match serde_json::from_slice(&out.stdout) {
+        Ok(Value::Array(list)) => list,
+        other => panic!("not a JSON list: {other:?}"),
+    }
+}

@@ -1,0 +1,90 @@
+//! The ranks of a distributed run side by side: each rank's peak, at the reserved and the
+//! allocated layer, which rank peaked highest, and which failed. Ranks come from `RANK` in
+//! a trace's header, or from a snapshot's file name (`rank3`, `rank_3`, `rank-3`).
+
+use super::summary::ProcessSummary;
+use serde::Serialize;
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct RankRow {
+    pub rank: String,
+    pub pid: u32,
+    pub host: String,
+    /// The most reserved bytes on any of its devices.
+    pub peak_reserved_bytes: u64,
+    /// The most requested bytes of live tensors on any of its devices; null without them.
+    pub peak_requested_bytes: Option<u64>,
+    pub failed_allocations: u64,
+    /// This rank's peak is the run's highest (by tensors where every rank has them, by
+    /// reserved memory otherwise).
+    pub highest: bool,
+}
+
+/// One row per process that has a rank, in rank order (numerically where they are numbers).
+pub fn rows(processes: &[ProcessSummary]) -> Vec<RankRow> {
+    let mut rows: Vec<RankRow> = processes
+        .iter()
+        .filter_map(|p| {
+            let rank = p.rank.clone()?;
+            Some(RankRow {
+                rank,
+                pid: p.pid,
+                host: p.host.clone(),
+                peak_reserved_bytes: p
+                    .devices
+                    .iter()
+                    .map(|d| d.peak_reserved_bytes)
+                    .max()
+                    .unwrap_or(0),
+                peak_requested_bytes: p
+                    .devices
+                    .iter()
+                    .filter_map(|d| d.peak_requested_bytes)
+                    .max(),
+                failed_allocations: p.failed_allocations,
+                highest: false,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let n = |r: &RankRow| r.rank.parse::<u64>().ok();
+        n(a).cmp(&n(b))
+            .then_with(|| a.rank.cmp(&b.rank))
+            .then(a.pid.cmp(&b.pid))
+    });
+    let by_tensors = rows.iter().all(|r| r.peak_requested_bytes.is_some());
+    let peak = |r: &RankRow| {
+        if by_tensors {
+            r.peak_requested_bytes.unwrap_or(0)
+        } else {
+            r.peak_reserved_bytes
+        }
+    };
+    if let Some(top) = rows.iter().map(peak).max().filter(|&m| m > 0) {
+        for r in rows.iter_mut().filter(|r| peak(r) == top) {
+            r.highest = true;
+        }
+    }
+    rows
+}
+
+/// A rank in a snapshot's file name: `rank3`, `rank_3`, `rank-3` (any case).
+pub fn rank_in_name(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    let at = lower.find("rank")? + 4;
+    let rest = lower[at..].trim_start_matches(['_', '-']);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (!digits.is_empty()).then_some(digits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_in_file_names() {
+        assert_eq!(rank_in_name("snapshot_rank3.pickle").as_deref(), Some("3"));
+        assert_eq!(rank_in_name("Rank-12_oom.pkl").as_deref(), Some("12"));
+        assert_eq!(rank_in_name("ranking.pickle"), None);
+    }
+}
