@@ -186,7 +186,7 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
                             out,
                             "    {} {}:{}",
                             terminal(&fr.name),
-                            terminal(&file),
+                            terminal(file),
                             fr.line
                         );
                     }
