@@ -1,10 +1,11 @@
 //! The lines of a trace after its header, each turned into what it records.
 
-use super::{TraceError, MAX_LINE};
+use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
 use crate::stacks::{Frame, Node};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
@@ -30,8 +31,9 @@ pub enum Item {
 /// optional field or record) does not stop an older reader.
 #[derive(Deserialize)]
 struct Line<'a> {
+    // Borrowed unless the name holds an escape (`"cuda\u004dalloc"`), which is decoded.
     #[serde(borrow)]
-    api: Option<&'a str>,
+    api: Option<Cow<'a, str>>,
     t: Option<u64>,
     #[serde(default)]
     tid: u32,
@@ -155,7 +157,7 @@ impl<R: Read> Lines<R> {
                 LineRead::Full => {}
             }
             if let Some(event) = crate::fast::event(&self.line) {
-                return Ok(Some(Item::Event(event)));
+                return self.checked(event).map(Some);
             }
             if self.line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
@@ -182,13 +184,13 @@ impl<R: Read> Lines<R> {
         let Some(name) = line.api else {
             return Ok(Item::UnknownRecord);
         };
-        let Some(api) = Api::from_name(name) else {
+        let Some(api) = Api::from_name(&name) else {
             return Ok(Item::UnknownApi);
         };
         let Some(t) = line.t else {
             return Err(self.error(format!("event {name} has no \"t\" (time)")));
         };
-        Ok(Item::Event(Event {
+        self.checked(Event {
             t,
             tid: line.tid,
             dev: line.dev,
@@ -204,6 +206,18 @@ impl<R: Read> Lines<R> {
             total: line.total,
             requested: line.requested,
             stack: line.stack,
-        }))
+        })
+    }
+
+    /// The event, if its figures are ones the interposer can write.
+    fn checked(&self, event: Event) -> Result<Item, TraceError> {
+        if !(-1..MAX_DEVICES).contains(&event.dev) {
+            return Err(self.error(format!(
+                "device ordinal {} out of range: expected -1 (none) or 0 to {}",
+                event.dev,
+                MAX_DEVICES - 1
+            )));
+        }
+        Ok(Item::Event(event))
     }
 }

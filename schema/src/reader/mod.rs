@@ -21,6 +21,12 @@ use lines::{Item, LineRead, Lines};
 /// something the interposer wrote.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// Device ordinals a trace may name: -1 (none) and `0..MAX_DEVICES`. CUDA numbers the
+/// devices a process sees from 0, and no machine has thousands; a larger `dev` is not
+/// something the interposer wrote, and views that lay devices out by ordinal (the
+/// memory-viz export's per-device lists) must not size themselves by it.
+pub const MAX_DEVICES: i32 = 4096;
+
 /// Events are written in time order per flush; a thread preempted between its timestamp
 /// and its queue push can land a few events late. Readers restore the order within this
 /// many events.
