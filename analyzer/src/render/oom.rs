@@ -47,12 +47,9 @@ pub fn text(v: &OomView) -> String {
                 g.who()
             );
         }
-        if f.live_groups.len() > TOP_GROUPS {
-            let _ = writeln!(
-                o,
-                "    ... {} more groups",
-                f.live_groups.len() - TOP_GROUPS
-            );
+        let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
+        if f.live_group_count > shown {
+            let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
         }
         if !f.other_processes.is_empty() {
             let others: Vec<String> = f

@@ -184,6 +184,15 @@ impl Run {
                     p.path.display()
                 ));
             }
+            let unkept = p.counts.failed_allocations - p.failures.len() as u64;
+            if unkept > 0 {
+                out.push(format!(
+                    "note: {}: {} more failed allocations after the first {} are counted but not described (no post-mortem)",
+                    p.path.display(),
+                    unkept,
+                    crate::model::KEPT_FAILURES
+                ));
+            }
             if p.notes.unknown_apis > 0 || p.notes.unknown_records > 0 {
                 out.push(format!(
                     "note: {}: skipped {} events of unknown APIs and {} unknown records (written by a newer vramtrace)",

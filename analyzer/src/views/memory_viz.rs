@@ -80,7 +80,7 @@ impl MemoryVizBuilder {
             self.annotated.resize(p + 1, false);
         }
         let e = s.event;
-        let time_us = Some(((s.model.header.start_unix_ns + e.t) / 1000) as i64);
+        let time_us = Some((s.model.header.start_unix_ns.saturating_add(e.t) / 1000) as i64);
         let entry = |action: Action, addr: u64, size: u64| TraceEntry {
             action,
             addr,
@@ -172,7 +172,7 @@ impl MemoryVizBuilder {
             let mut blocks: Vec<(&u64, &Live)> = self.blocks[p].iter().collect();
             blocks.sort_by_key(|b| *b.0);
             for (&addr, seg) in live {
-                let end = addr + seg.size;
+                let end = addr.saturating_add(seg.size);
                 let inside: Vec<Block> = if self.annotated[p] {
                     blocks[blocks.partition_point(|b| *b.0 < addr)..]
                         .iter()
@@ -250,16 +250,12 @@ fn with_free_gaps(start: u64, size: u64, blocks: Vec<Block>) -> Vec<Block> {
         if b.address > at {
             out.push(block(at, b.address - at, BlockState::Inactive, Vec::new()));
         }
-        at = at.max(b.address + b.size);
+        at = at.max(b.address.saturating_add(b.size));
         out.push(b);
     }
-    if start + size > at {
-        out.push(block(
-            at,
-            start + size - at,
-            BlockState::Inactive,
-            Vec::new(),
-        ));
+    let end = start.saturating_add(size);
+    if end > at {
+        out.push(block(at, end - at, BlockState::Inactive, Vec::new()));
     }
     out
 }

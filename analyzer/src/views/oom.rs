@@ -53,7 +53,11 @@ impl OomWatch {
                     });
                 }
             }
-            Op::Alloc | Op::Create if !e.ok() => {
+            // Only failures the model kept with their state (the first KEPT_FAILURES).
+            Op::Alloc | Op::Create
+                if !e.ok()
+                    && step.model.failures.len() as u64 == step.model.counts.failed_allocations =>
+            {
                 let others = run_device
                     .map(|i| groups::per_process(&step.devices.devices[i].1.groups))
                     .unwrap_or_default()
@@ -112,8 +116,10 @@ pub struct Postmortem {
     pub live_blocks: u64,
     /// This process's peak on the device before the failure.
     pub peak_before_bytes: u64,
-    /// What this process held there, by group, largest first.
+    /// What this process held there, by group, largest first (at most 100 of them).
     pub live_groups: Vec<Group>,
+    /// How many groups it held there, all of them.
+    pub live_group_count: u64,
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
@@ -240,7 +246,8 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         result: f.event.res,
         result_name: errors::name(f.event.api, f.event.res),
         live_bytes: f.reserved_on_device,
-        live_blocks: live_groups.iter().map(|g| g.blocks).sum(),
+        live_blocks: f.live_blocks,
+        live_group_count: f.live_groups,
         peak_before_bytes: f.peak_before,
         live_groups,
         other_processes: p

@@ -163,9 +163,7 @@ impl TimelineBuilder {
     }
 
     fn record(&mut self, key: Key, t: u64, value: u64) {
-        while t / self.width >= self.max_buckets as u64 {
-            self.coarsen();
-        }
+        self.cover(t);
         let b = (t / self.width) as usize;
         let next = self.series.len();
         let i = *self.index.entry(key).or_insert(next);
@@ -189,6 +187,13 @@ impl TimelineBuilder {
         bucket.max = bucket.max.max(value);
         bucket.end = value;
         s.current = value;
+    }
+
+    /// Widens the buckets until time `t` falls within `max_buckets` of them.
+    fn cover(&mut self, t: u64) {
+        while t / self.width >= self.max_buckets as u64 {
+            self.coarsen();
+        }
     }
 
     /// Ten buckets become one.
@@ -270,6 +275,9 @@ impl TimelineBuilder {
                 }
             }
         }
+        // Series run to the last event of any kind, which may lie far past the last
+        // recorded change (a failed call at the very end): the buckets must reach it too.
+        self.cover(run.end_time);
         let last = (run.end_time / self.width) as usize;
         let mut series: Vec<TimelineSeries> = self
             .series
