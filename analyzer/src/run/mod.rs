@@ -3,8 +3,12 @@
 //! The traces of a run are replayed together, in one merged pass in run-time order, so
 //! that processes sharing a device are summed at every moment ([`RunDevices`]). Memory
 //! stays proportional to what is live: one pending event per trace, plus the models.
+//!
+//! A process's memory leaves the run's totals when the process ends ([`ends`]): processes
+//! that ran one after another are never summed as if they had run at once.
 
 pub mod devices;
+mod ends;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -45,6 +49,10 @@ pub struct Step<'a> {
     pub changes: &'a [Change],
     /// The run's per-device totals after the event.
     pub devices: &'a RunDevices,
+    /// The process had ended: `changes` is the memory it still held, given back from the
+    /// run's totals (not from its own model, which keeps it as never freed), and `event`
+    /// is its last event again, not a new one.
+    pub ended: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -98,23 +106,30 @@ impl Run {
             devices: RunDevices::default(),
             end_time: 0,
         };
+        // (run time, what, source): at one moment, events before ends.
         let mut queue = BinaryHeap::new();
         for i in 0..sources.len() {
             if let Some(t) = run.pull(&mut sources, i) {
-                queue.push(Reverse((t, i)));
+                queue.push(Reverse((t, ends::EVENT, i)));
             }
         }
+        let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
-        while let Some(Reverse((time, i))) = queue.pop() {
+        while let Some(Reverse((time, what, i))) = queue.pop() {
             if options.until.is_some_and(|u| time > u) {
+                continue;
+            }
+            if what == ends::END {
+                ends.release(&mut run, i, None, time, &mut each);
                 continue;
             }
             let event = sources[i]
                 .next
                 .take()
                 .expect("a queued source has an event");
-            let model = &mut run.processes[i];
-            model.apply(&event);
+            run.processes[i].apply(&event);
+            ends.starting(&mut run, i, time, &mut each);
+            let model = &run.processes[i];
             run.devices.apply(i, &model.header, time, model.changes());
             run.end_time = run.end_time.max(time);
             each(&Step {
@@ -124,9 +139,16 @@ impl Run {
                 model,
                 changes: model.changes(),
                 devices: &run.devices,
+                ended: false,
             });
-            if let Some(t) = run.pull(&mut sources, i) {
-                queue.push(Reverse((t, i)));
+            match run.pull(&mut sources, i) {
+                Some(t) => queue.push(Reverse((t, ends::EVENT, i))),
+                None => {
+                    let end = sources[i].reader.notes.end.as_ref().map(|e| e.t);
+                    if let Some(t) = ends.ran_out(&run, i, event, time, end) {
+                        queue.push(Reverse((t, ends::END, i)));
+                    }
+                }
             }
             applied += 1;
             if applied.is_multiple_of(65_536) {

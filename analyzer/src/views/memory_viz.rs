@@ -73,6 +73,10 @@ impl MemoryVizBuilder {
     }
 
     pub fn step(&mut self, s: &Step) {
+        // A process's end is no event of the allocator's: its segments stay as it left them.
+        if s.ended {
+            return;
+        }
         let p = s.process;
         if self.segments.len() <= p {
             self.segments.resize_with(p + 1, Map::default);

@@ -36,6 +36,9 @@ pub struct OomWatch {
 
 impl OomWatch {
     pub fn step(&mut self, step: &Step) {
+        if step.ended {
+            return;
+        }
         let e = step.event;
         if self.meminfo.len() <= step.process {
             self.meminfo.resize(step.process + 1, None);
