@@ -5,7 +5,8 @@ use crate::event::{End, Event};
 use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
 use crate::stacks::StackTable;
 use serde::Deserialize;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
@@ -76,8 +77,12 @@ pub struct TraceReader<R: Read = File> {
     pub stacks: StackTable,
     /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
     pub names: std::collections::HashMap<u64, String>,
-    /// Events read ahead, kept sorted by time (stable for equal times).
-    pending: VecDeque<Event>,
+    /// Events read ahead, the earliest on top (in the file's order for equal times). A
+    /// heap, not a sorted list: a late event slid into a sorted list of 65,536 moved half
+    /// of them, and a file whose every event was late by half the window took minutes.
+    pending: BinaryHeap<Reverse<Pending>>,
+    /// Events read so far: the order of equal times.
+    read: u64,
     done: bool,
     deferred: Option<TraceError>,
 }
@@ -131,7 +136,8 @@ impl<R: Read> TraceReader<R> {
             notes: ReadNotes::default(),
             stacks: StackTable::default(),
             names: Default::default(),
-            pending: VecDeque::new(),
+            pending: BinaryHeap::new(),
+            read: 0,
             done: false,
             deferred: None,
         }
@@ -178,13 +184,12 @@ impl<R: Read> TraceReader<R> {
         while !self.done && self.pending.len() < REORDER_WINDOW {
             match self.next_raw() {
                 Ok(Some(event)) => {
-                    // Nearly always in order: an append. A late event slides back in.
-                    if self.pending.back().is_none_or(|last| last.t <= event.t) {
-                        self.pending.push_back(event);
-                    } else {
-                        let at = self.pending.partition_point(|e| e.t <= event.t);
-                        self.pending.insert(at, event);
-                    }
+                    self.read += 1;
+                    self.pending.push(Reverse(Pending {
+                        t: event.t,
+                        seq: self.read,
+                        event,
+                    }));
                 }
                 Ok(None) => self.done = true,
                 Err(e) => {
@@ -197,13 +202,40 @@ impl<R: Read> TraceReader<R> {
                 }
             }
         }
-        if let Some(e) = self.pending.pop_front() {
-            return Ok(Some(e));
+        if let Some(Reverse(p)) = self.pending.pop() {
+            return Ok(Some(p.event));
         }
         match self.deferred.take() {
             Some(e) => Err(e),
             None => Ok(None),
         }
+    }
+}
+
+/// An event read ahead, ordered by time and then by when it was read.
+struct Pending {
+    t: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.t, self.seq) == (other.t, other.seq)
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(other.t, other.seq))
     }
 }
 
