@@ -13,11 +13,14 @@ use std::process::{Command, Output};
 /// Address space the CLI may take: far above what any of these inputs needs.
 const LIMIT_KIB: u64 = 2 << 20;
 
-/// `vramtrace ARGS` under the address-space limit.
+/// `vramtrace ARGS` under the address-space limit, and stopped after 5 minutes (exit
+/// 124): a hang fails the test instead of stalling it.
 fn limited(args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
-        .arg(format!("ulimit -v {LIMIT_KIB}; exec \"$0\" \"$@\""))
+        .arg(format!(
+            "ulimit -v {LIMIT_KIB}; exec timeout 300 \"$0\" \"$@\""
+        ))
         .arg(env!("CARGO_BIN_EXE_vramtrace"))
         .args(args)
         .output()
@@ -275,4 +278,101 @@ fn many_failures_with_many_live_groups_keep_a_bounded_share_of_each() {
     );
     let (summary, _, _) = json_view(&["summary", "--json", trace.to_str().unwrap()]);
     assert_eq!(summary["processes"][0]["failed_allocations"], N);
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A snapshot's name on a FIFO (which blocks a reader forever) and on a symlink to
+/// `/dev/zero` (which never ends): each is named and left out; the views finish.
+#[test]
+fn a_fifo_or_a_device_named_like_a_snapshot_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        "t.jsonl",
+        &[head(), alloc(10, 0, "cudaMalloc", 4096, MIB), end(20, 1)],
+    );
+    let snapshot = dir.path().join("torch-snapshot-41.pickle");
+    let d = dir.path().to_str().unwrap();
+    let html = dir.path().join("r.html");
+    for what in ["FIFO", "device"] {
+        let _ = std::fs::remove_file(&snapshot);
+        if what == "FIFO" {
+            mkfifo(&snapshot);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &snapshot).unwrap();
+        }
+        for args in [
+            vec!["timeline", d],
+            vec!["report", "-o", html.to_str().unwrap(), d],
+        ] {
+            let out = limited(&args);
+            assert_exit(&out, 0, &format!("{args:?} beside a {what}"));
+            let e = stderr(&out);
+            assert!(
+                e.contains(&format!(
+                    "{}: not a regular file (a {what})",
+                    snapshot.display()
+                )),
+                "{e}"
+            );
+        }
+        let out = limited(&["snapshot", snapshot.to_str().unwrap()]);
+        assert_exit(&out, 2, what);
+    }
+}
+
+/// A FIFO with a trace's name, in a directory or on the command line: an error naming
+/// it, and the other traces are read.
+#[test]
+fn a_fifo_named_like_a_trace_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_trace(
+        dir.path(),
+        "a.jsonl",
+        &[head(), alloc(10, 0, "cudaMalloc", 4096, MIB), end(20, 1)],
+    );
+    let fifo = dir.path().join("b.jsonl");
+    mkfifo(&fifo);
+    for args in [
+        vec!["summary", "--json", dir.path().to_str().unwrap()],
+        vec![
+            "summary",
+            "--json",
+            good.to_str().unwrap(),
+            fifo.to_str().unwrap(),
+        ],
+    ] {
+        let out = limited(&args);
+        assert_exit(&out, 1, "summary");
+        let e = stderr(&out);
+        assert!(
+            e.contains(&format!("{}: not a regular file (a FIFO)", fifo.display())),
+            "{e}"
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["processes"][0]["allocations"], 1);
+    }
+}
+
+#[test]
+fn a_symlink_loop_is_reported_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let out = limited(&["summary", a.to_str().unwrap()]);
+    assert_exit(&out, 2, "loop");
+    let e = stderr(&out);
+    assert!(
+        e.contains(&format!(
+            "{}: Too many levels of symbolic links",
+            a.display()
+        )),
+        "{e}"
+    );
 }

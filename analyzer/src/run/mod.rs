@@ -84,10 +84,10 @@ impl Run {
         let mut sources = Vec::new();
         let mut unreadable = Vec::new();
         for file in files {
-            let opened = File::open(&file).map_err(|e| TraceError {
+            let opened = input::open_regular(&file).map_err(|message| TraceError {
                 path: file.clone(),
                 line: 0,
-                message: format!("cannot open: {e}"),
+                message,
             });
             match opened.and_then(|f| TraceReader::new_parallel(&file, progress.wrap(f))) {
                 Ok(reader) => {

@@ -6,10 +6,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Reads a snapshot file. Errors name the file and, for pickle errors, the byte offset and
-/// the opcode.
+/// The largest snapshot read: PyTorch's default history of 100,000 entries makes a few
+/// hundred MB, and the decoded arena takes several times the file.
+pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
+
+/// Reads a snapshot file (a regular file of at most [`MAX_SNAPSHOT_BYTES`]). Errors name
+/// the file and, for pickle errors, the byte offset and the opcode.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let data = crate::input::read_regular(path, MAX_SNAPSHOT_BYTES)?;
     parse_snapshot(&data).map_err(|e| format!("{}: {e}", path.display()))
 }
 
