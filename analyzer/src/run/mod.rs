@@ -9,6 +9,7 @@
 
 pub mod devices;
 mod ends;
+mod files;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -18,7 +19,6 @@ use crate::model::{Change, ProcessModel};
 use progress::{Counting, Progress};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
 use std::path::PathBuf;
 use vramtrace_schema::reader::{TraceError, TraceReader};
 use vramtrace_schema::Event;
@@ -62,7 +62,7 @@ pub struct LoadOptions {
 }
 
 struct Source {
-    reader: TraceReader<Counting<File>>,
+    reader: TraceReader<Counting<files::Reopening>>,
     next: Option<Event>,
 }
 
@@ -83,8 +83,9 @@ impl Run {
         let mut processes = Vec::new();
         let mut sources = Vec::new();
         let mut unreadable = Vec::new();
+        let pool = files::Pool::new();
         for file in files {
-            let opened = input::open_regular(&file).map_err(|message| TraceError {
+            let opened = pool.open(&file).map_err(|message| TraceError {
                 path: file.clone(),
                 line: 0,
                 message,
