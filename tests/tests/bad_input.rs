@@ -570,3 +570,32 @@ fn events_late_by_half_the_reorder_window_are_read_in_linear_time() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]));
     assert_eq!(times[on_time as usize - 1], on_time - 1);
 }
+
+/// A chain of 5,000 stack nodes (680 KB with its events) made every view that prints a
+/// stack print 5,000 frames per group. No interposer writes a stack deeper than
+/// MAX_STACK_DEPTH: the node past it is an error naming its line, the events before it
+/// are used.
+#[test]
+fn a_stack_chain_deeper_than_any_stack_is_an_error_at_its_line() {
+    use vramtrace_schema::stacks::MAX_STACK_DEPTH;
+    let mut body = format!("{}{EVENT}", header_line(1));
+    for id in 1..=5000u64 {
+        body.push_str(&format!(
+            "{{\"node\":{{\"id\":{id},\"parent\":{},\"ip\":{}}}}}\n",
+            id - 1,
+            4096 + id
+        ));
+    }
+    body.push_str("{\"t\":20,\"tid\":1,\"dev\":0,\"api\":\"cudaMalloc\",\"res\":0,\"addr\":8192,\"size\":512,\"stack\":5000}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "deep.jsonl", body.as_bytes());
+    let r = read_file(&path);
+    let e = r.error.expect("an error");
+    // Line 1 the header, line 2 the event, node 1 on line 3.
+    assert_eq!(e.line, 2 + MAX_STACK_DEPTH as u64 + 1, "{e}");
+    assert!(e.message.contains("frames deep"), "{e}");
+    assert_names_place(&e, &path, body.as_bytes());
+    assert_eq!(r.events, 1);
+    let (code, stderr) = summary(&[&path]);
+    assert_eq!(code, Some(1), "{stderr}");
+}

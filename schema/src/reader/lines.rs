@@ -3,11 +3,13 @@
 use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
-use crate::stacks::{Frame, Node};
+use crate::stacks::{Frame, Node, MAX_STACK_DEPTH};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
+
+type Depths = std::collections::HashMap<u64, u32>;
 
 /// What one line records.
 #[derive(Debug)]
@@ -86,6 +88,9 @@ pub struct Lines<R> {
     input: BufReader<R>,
     pub line: Vec<u8>,
     pub line_no: u64,
+    /// Frames from each stack node to the root, to refuse chains no interposer writes
+    /// (boxed: `Lines` is handed back by value when no parsing thread starts).
+    depths: Box<Depths>,
 }
 
 impl<R: Read> Lines<R> {
@@ -95,6 +100,7 @@ impl<R: Read> Lines<R> {
             input: BufReader::with_capacity(1 << 16, input),
             line: Vec::with_capacity(512),
             line_no: 0,
+            depths: Default::default(),
         }
     }
 
@@ -164,11 +170,14 @@ impl<R: Read> Lines<R> {
             }
             let line: Line = serde_json::from_slice(&self.line)
                 .map_err(|e| self.error(format!("expected a JSON event or record: {e}")))?;
-            return Ok(Some(self.record(line)?));
+            let mut depths = std::mem::take(&mut self.depths);
+            let item = self.record(line, &mut depths);
+            self.depths = depths;
+            return item.map(Some);
         }
     }
 
-    fn record(&self, line: Line) -> Result<Item, TraceError> {
+    fn record(&self, line: Line, depths: &mut Depths) -> Result<Item, TraceError> {
         if let Some(end) = line.end {
             return Ok(Item::End(end));
         }
@@ -176,6 +185,14 @@ impl<R: Read> Lines<R> {
             return Ok(Item::Frame(frame));
         }
         if let Some(node) = line.node {
+            let depth = 1 + depths.get(&node.parent).copied().unwrap_or(0);
+            if depth as usize > MAX_STACK_DEPTH {
+                return Err(self.error(format!(
+                    "stack node {} is {depth} frames deep: a stack has at most {MAX_STACK_DEPTH}",
+                    node.id
+                )));
+            }
+            depths.insert(node.id, depth);
             return Ok(Item::Node(node));
         }
         if let Some(name) = line.name {
