@@ -376,3 +376,37 @@ fn a_symlink_loop_is_reported_as_one() {
         "{e}"
     );
 }
+
+/// `peak --at` past the run's last event shows the state at the end, and says so.
+#[test]
+fn a_moment_past_the_end_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(
+        dir.path(),
+        "short.jsonl",
+        &[
+            head(),
+            alloc(MS, 0, "cudaMalloc", 4096, MIB),
+            alloc(3 * MS, 0, "cudaMalloc", 8192, MIB),
+            end(4 * MS, 2),
+        ],
+    );
+    let t = trace.to_str().unwrap();
+    let out = limited(&["peak", "--at", "99", t]);
+    assert_exit(&out, 0, "peak --at 99");
+    assert!(
+        stderr(&out).contains(
+            "warning: --at 99.000s is past the run's end (0.003s): showing the state at its end"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Within the run: no warning.
+    let out = limited(&["peak", "--at", "2ms", t]);
+    assert_exit(&out, 0, "peak --at 2ms");
+    assert!(
+        !stderr(&out).contains("past the run's end"),
+        "{}",
+        stderr(&out)
+    );
+}

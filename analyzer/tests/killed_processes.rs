@@ -70,3 +70,23 @@ fn a_killed_process_leaves_when_the_next_one_takes_its_device() {
     assert_eq!(at(3 * S), Some(4 * GIB));
     assert_eq!(at(5 * S), Some(0));
 }
+
+/// A killed process's trace whose last line was cut mid-write: the figures cover what was
+/// read, the cut line is noted, and the exit status is 1, as for any trace that could not
+/// be read to its end.
+#[test]
+fn a_cut_last_line_gives_exit_status_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.jsonl");
+    let text = format!(
+        "{}\n{}\n{{\"t\":20,\"tid\":7,\"dev\":0,\"api\":\"cudaMal",
+        header(5, "node1", S, 1_700_000_000 * S, None),
+        alloc(10, 0, "cudaMalloc", 4096, GIB)
+    );
+    std::fs::write(&path, text).unwrap();
+    let (v, code, e) = json_view(&["summary", "--json", path.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{e}");
+    assert!(e.contains("cut.jsonl:3: the last line was cut off"), "{e}");
+    assert_eq!(v["processes"][0]["truncated"], true);
+    assert_eq!(v["processes"][0]["devices"][0]["peak_reserved_bytes"], GIB);
+}

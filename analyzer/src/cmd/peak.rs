@@ -30,6 +30,7 @@ pub fn peak(args: PeakArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
+    common::warn_past_end(&run, args.at);
     let view = peak::build(&run, args.at);
     if args.json {
         common::print(&render::json(&view))?;

@@ -35,6 +35,8 @@ pub struct Run {
     pub devices: RunDevices,
     /// Run time of the last event seen.
     pub end_time: u64,
+    /// Run time of the last event read, replayed or not (past [`LoadOptions::until`]).
+    pub last_read: u64,
 }
 
 /// One event as the replay applies it: views watch the run through these.
@@ -106,6 +108,7 @@ impl Run {
             start_unix_ns,
             devices: RunDevices::default(),
             end_time: 0,
+            last_read: 0,
         };
         // (run time, what, source): at one moment, events before ends.
         let mut queue = BinaryHeap::new();
@@ -117,6 +120,9 @@ impl Run {
         let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
         while let Some(Reverse((time, what, i))) = queue.pop() {
+            if what == ends::EVENT {
+                run.last_read = run.last_read.max(time);
+            }
             if options.until.is_some_and(|u| time > u) {
                 continue;
             }
@@ -228,9 +234,14 @@ impl Run {
         out
     }
 
-    /// Whether every trace was read to its end without error.
+    /// Whether every trace was read to its end without error, its last line whole (a
+    /// line cut by a kill could not be read: exit status 1, as for any other).
     pub fn complete(&self) -> bool {
-        self.unreadable.is_empty() && self.processes.iter().all(|p| p.error.is_none())
+        self.unreadable.is_empty()
+            && self
+                .processes
+                .iter()
+                .all(|p| p.error.is_none() && p.notes.truncated_line.is_none())
     }
 }
 
