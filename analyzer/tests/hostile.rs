@@ -167,14 +167,37 @@ fn memo(i: u8) -> Vec<u8> {
     vec![b'h', i]
 }
 
-/// A dict of `pairs`, stored in memo entry `store` and popped.
-fn dict(pairs: &[(&str, Vec<u8>)], store: u8) -> Vec<u8> {
+/// A dict of `pairs`, left on the stack.
+fn value_dict(pairs: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let mut b = b"}(".to_vec();
     for (k, v) in pairs {
         b.extend(text(k));
         b.extend_from_slice(v);
     }
-    b.extend_from_slice(&[b'u', b'q', store, b'0']);
+    b.push(b'u');
+    b
+}
+
+/// A dict of `pairs`, stored in memo entry `store` and popped.
+fn dict(pairs: &[(&str, Vec<u8>)], store: u8) -> Vec<u8> {
+    let mut b = value_dict(pairs);
+    b.extend_from_slice(&[b'q', store, b'0']);
+    b
+}
+
+/// A list of `items`, left on the stack.
+fn list(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = b"](".to_vec();
+    items.iter().for_each(|i| b.extend_from_slice(i));
+    b.push(b'e');
+    b
+}
+
+/// Any integer of up to 64 bits (LONG1, 9 bytes).
+fn long(v: i64) -> Vec<u8> {
+    let mut b = vec![0x8a, 9];
+    b.extend_from_slice(&v.to_le_bytes());
+    b.push(if v < 0 { 0xff } else { 0 });
     b
 }
 
@@ -409,4 +432,74 @@ fn a_moment_past_the_end_is_named_as_such() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A snapshot whose figures cannot be: a block larger than its segment, two segments
+/// whose sizes add up past 2^64 bytes, trace times that run backwards. Shown as the file
+/// says, capped, with a warning for each, never a panic.
+#[test]
+fn impossible_snapshot_figures_are_warned_about() {
+    let block = value_dict(&[
+        ("address", int(0)),
+        ("size", int(200)),
+        ("requested_size", int(200)),
+        ("state", text("active_allocated")),
+    ]);
+    let segment = |address: i64, size: i64, blocks: Vec<Vec<u8>>| {
+        value_dict(&[
+            ("device", int(0)),
+            ("address", long(address)),
+            ("total_size", long(size)),
+            ("segment_type", text("large")),
+            ("blocks", list(&blocks)),
+        ])
+    };
+    let entry = |action: &str, time_us: i64| {
+        value_dict(&[
+            ("action", text(action)),
+            ("addr", int(0)),
+            ("size", int(1)),
+            ("time_us", long(time_us)),
+        ])
+    };
+    let root = value_dict(&[
+        ("segments", list(&[segment(0, 100, vec![block])])),
+        (
+            "device_traces",
+            list(&[list(&[
+                entry("alloc", 5_000),
+                entry("free_completed", 4_000),
+            ])]),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = snapshot_view(dir.path(), "bad.pickle", &pickle(&root));
+    assert_exit(&out, 0, "impossible figures");
+    let e = stderr(&out);
+    let path = dir.path().join("bad.pickle");
+    let warns = format!("warning: {}: device 0: ", path.display());
+    assert!(
+        e.contains(&format!(
+            "{warns}allocated (200 bytes) is above reserved (100 bytes)"
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "{warns}trace entry 1 is 1000 us earlier than entry 0"
+        )),
+        "{e}"
+    );
+
+    let huge = value_dict(&[(
+        "segments",
+        list(&[
+            segment(0, i64::MAX, vec![]),
+            segment(1 << 40, i64::MAX, vec![]),
+            segment(1 << 41, i64::MAX, vec![]),
+        ]),
+    )]);
+    let out = snapshot_view(dir.path(), "huge.pickle", &pickle(&huge));
+    assert_exit(&out, 0, "sums past 2^64");
+    assert!(stderr(&out).contains("past 2^64 bytes"), "{}", stderr(&out));
 }

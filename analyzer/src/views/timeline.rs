@@ -247,7 +247,10 @@ impl TimelineBuilder {
                     .iter()
                     .filter_map(|pt| {
                         let us = u64::try_from(pt.time_us?).ok()?;
-                        Some(((us * 1000).saturating_sub(run.start_unix_ns), pt.in_use?))
+                        Some((
+                            us.saturating_mul(1000).saturating_sub(run.start_unix_ns),
+                            pt.in_use?,
+                        ))
                     })
                     .collect();
                 points.sort_by_key(|x| x.0);
