@@ -124,10 +124,54 @@ fn summary(files: &[&Path]) -> (Option<i32>, String) {
     (out.status.code(), stderr)
 }
 
+/// The views that lay out time and devices (timeline, report, the memory-viz export) on
+/// `path`, each under a 4-GiB address-space limit and a deadline: they end by themselves,
+/// with 0 or 1, whatever the mutant holds (an event at t = 2^62 or a device ordinal of
+/// 2^31 aborted them).
+fn views_survive(path: &Path, n: usize, what: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let (html, pickle) = (out.path().join("r.html"), out.path().join("m.pickle"));
+    for args in [
+        vec!["timeline".as_ref(), path.as_os_str()],
+        vec![
+            "report".as_ref(),
+            "-o".as_ref(),
+            html.as_os_str(),
+            path.as_os_str(),
+        ],
+        vec![
+            "export".as_ref(),
+            "--format".as_ref(),
+            "memory-viz".as_ref(),
+            "-o".as_ref(),
+            pickle.as_os_str(),
+            path.as_os_str(),
+        ],
+    ] {
+        let run = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4194304; exec timeout 120 \"$0\" \"$@\"")
+            .arg(vramtrace())
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            matches!(run.status.code(), Some(0 | 1)),
+            "mutant {n} ({what}): {args:?} gave {:?}: {stderr}",
+            run.status
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "mutant {n} ({what}): {stderr}"
+        );
+    }
+}
+
 fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
     let mut b = original.to_vec();
     let lines: Vec<&[u8]> = original.split_inclusive(|&c| c == b'\n').collect();
-    let what = rng.below(8);
+    let what = rng.below(9);
     let name = match what {
         0 => {
             for _ in 0..1 + rng.below(4) {
@@ -173,6 +217,24 @@ fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
             let structural = b"{}[]\":,0-9e\\\n ";
             b[i] = structural[rng.below(structural.len())];
             "structural byte"
+        }
+        8 => {
+            // a digit run replaced by an extreme value that still parses: a time of
+            // 2^62, the largest ordinal, size or count
+            let digits: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_ascii_digit()).collect();
+            if let Some(&i) = digits.get(rng.below(digits.len().max(1))) {
+                let end = (i..b.len())
+                    .find(|&j| !b[j].is_ascii_digit())
+                    .unwrap_or(b.len());
+                let extreme: &[u8] = [
+                    &b"4611686018427387904"[..],
+                    b"2147483647",
+                    b"18446744073709551615",
+                    b"4294967295",
+                ][rng.below(4)];
+                b.splice(i..end, extreme.iter().copied());
+            }
+            "extreme value"
         }
         _ => {
             // a digit run replaced by a huge or negative number
@@ -252,6 +314,9 @@ fn mutated_real_traces_never_panic_and_errors_name_the_place() {
         if let Some(e) = &read.error {
             errors += 1;
             assert_names_place(e, &path, &bytes);
+        }
+        if n % 30 == 0 || what == "extreme value" {
+            views_survive(&path, n, &what);
         }
         if n % 30 == 0 {
             let (code, stderr) = summary(&[&path]);
