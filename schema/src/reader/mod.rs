@@ -5,16 +5,16 @@ use crate::event::{End, Event};
 use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
 use crate::stacks::StackTable;
 use serde::Deserialize;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+mod ahead;
 mod background;
 mod lines;
 
+use ahead::Ahead;
 use background::Background;
 use lines::{Item, LineRead, Lines};
 
@@ -77,12 +77,8 @@ pub struct TraceReader<R: Read = File> {
     pub stacks: StackTable,
     /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
     pub names: std::collections::HashMap<u64, String>,
-    /// Events read ahead, the earliest on top (in the file's order for equal times). A
-    /// heap, not a sorted list: a late event slid into a sorted list of 65,536 moved half
-    /// of them, and a file whose every event was late by half the window took minutes.
-    pending: BinaryHeap<Reverse<Pending>>,
-    /// Events read so far: the order of equal times.
-    read: u64,
+    /// Events read ahead, handed out earliest first.
+    pending: Ahead,
     done: bool,
     deferred: Option<TraceError>,
 }
@@ -136,8 +132,7 @@ impl<R: Read> TraceReader<R> {
             notes: ReadNotes::default(),
             stacks: StackTable::default(),
             names: Default::default(),
-            pending: BinaryHeap::new(),
-            read: 0,
+            pending: Ahead::default(),
             done: false,
             deferred: None,
         }
@@ -183,14 +178,7 @@ impl<R: Read> TraceReader<R> {
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         while !self.done && self.pending.len() < REORDER_WINDOW {
             match self.next_raw() {
-                Ok(Some(event)) => {
-                    self.read += 1;
-                    self.pending.push(Reverse(Pending {
-                        t: event.t,
-                        seq: self.read,
-                        event,
-                    }));
-                }
+                Ok(Some(event)) => self.pending.push(event),
                 Ok(None) => self.done = true,
                 Err(e) => {
                     self.done = true;
@@ -202,40 +190,13 @@ impl<R: Read> TraceReader<R> {
                 }
             }
         }
-        if let Some(Reverse(p)) = self.pending.pop() {
-            return Ok(Some(p.event));
+        if let Some(e) = self.pending.pop() {
+            return Ok(Some(e));
         }
         match self.deferred.take() {
             Some(e) => Err(e),
             None => Ok(None),
         }
-    }
-}
-
-/// An event read ahead, ordered by time and then by when it was read.
-struct Pending {
-    t: u64,
-    seq: u64,
-    event: Event,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        (self.t, self.seq) == (other.t, other.seq)
-    }
-}
-
-impl Eq for Pending {}
-
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.t, self.seq).cmp(&(other.t, other.seq))
     }
 }
 
