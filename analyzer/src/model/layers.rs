@@ -59,6 +59,11 @@ impl Layers {
         d.peak_device = Some(d.peak_device.unwrap_or(0).max(used));
     }
 
+    /// Live blocks on every device.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// Live blocks on `dev`, sorted by address: (address, size).
     pub fn live_blocks(&self, dev: i32) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self

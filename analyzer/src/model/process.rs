@@ -286,6 +286,11 @@ impl ProcessModel {
         })
     }
 
+    /// What [`ProcessModel::allocator_state`] visits: live allocations and blocks.
+    pub fn live_count(&self) -> usize {
+        self.live.len() + self.layers.block_count()
+    }
+
     /// Everything live now (at the end: never freed), device memory and pinned host.
     pub fn live_blocks(&self) -> impl Iterator<Item = &Block> {
         self.live.values().chain(self.physical.live())
