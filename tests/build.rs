@@ -229,6 +229,7 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     ("signals", "signals.c", "signals", Link::DynamicRuntime, &[]),
+    ("hold", "hold.c", "hold", Link::DynamicRuntime, &[]),
     (
         "vfork_exec",
         "vfork_exec.c",

@@ -1,20 +1,28 @@
-//! Which files make a run: a trace file, or a directory of them (one per process).
+//! Which files make a run: a trace file, a directory of them (one per process), a
+//! directory of snapshots, or a pack; and opening them, regular files only.
 
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use vramtrace_schema::reader::compressed;
 
 /// Trace files named by `paths`: files as given, directories expanded to their `*.jsonl`
-/// files (also `*.jsonl.gz`, `*.jsonl.zst`), or, in a directory without any, its PyTorch
-/// snapshots (`*.pickle`, `*.pkl`, also compressed; sorted by name). Beside traces,
-/// snapshots are the hook's (`torch-snapshot-*`, which the timeline puts on the traces'
-/// clock) or an export of the run itself (`export --format memory-viz -o DIR/run.pickle`):
-/// as processes of their own they would count the traced memory twice. A pack reads as
-/// the directory it was made from. A directory with neither is an error that says so.
+/// entries (also `*.jsonl.gz`, `*.jsonl.zst`) that are not directories, or, in a directory
+/// without any, its PyTorch snapshots (`*.pickle`, `*.pkl`, also compressed; sorted by
+/// name). Beside traces, snapshots are the hook's (`torch-snapshot-*`, which the timeline
+/// puts on the traces' clock) or an export of the run itself (`export --format memory-viz
+/// -o DIR/run.pickle`): as processes of their own they would count the traced memory
+/// twice. A pack reads as the directory it was made from. A directory with neither is an
+/// error that says so; an entry that is no regular file (a FIFO, a device) is kept, so
+/// that opening it reports it rather than passing over it.
 pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for path in paths {
+        let meta =
+            std::fs::metadata(path).map_err(|e| format!("{}: {}", path.display(), why(&e)))?;
         // A pack reads as the directory it was made from; messages name the pack.
-        let (path, shown) = if crate::pack::is_pack(path) {
+        let (path, shown) = if meta.is_file() && crate::pack::is_pack(path) {
             (crate::pack::unpack(path)?, path)
         } else {
             (path.clone(), path)
@@ -23,7 +31,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             let entries: Vec<PathBuf> = std::fs::read_dir(&path)
                 .map_err(|e| format!("{}: cannot read directory: {e}", shown.display()))?
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file())
+                .filter(|p| !p.is_dir())
                 .collect();
             let mut found: Vec<PathBuf> = entries
                 .iter()
@@ -44,26 +52,26 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             }
             found.sort();
             files.extend(crate::run_id::select(shown, found)?);
-        } else if path.exists() {
-            files.push(path);
         } else {
-            return Err(format!("{}: no such file or directory", path.display()));
+            files.push(path);
         }
     }
     Ok(files)
 }
 
-/// Whether a file is a pickle (a PyTorch snapshot, or something that will be refused as
-/// one): the protocol 2+ marker byte, or a pickle's name; compressed or not.
-pub fn is_snapshot(path: &Path) -> bool {
-    use std::io::Read;
-    let named = is_snapshot_name(path);
-    let mut first = [0u8; 1];
-    let marked = compressed::open(path)
-        .and_then(|mut f| f.read_exact(&mut first))
-        .is_ok()
-        && first[0] == 0x80;
-    named || marked
+/// What went wrong, in words: the system's, but a missing file as it always was said.
+fn why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        // ELOOP and the rest: "Too many levels of symbolic links (os error 40)".
+        _ => e.to_string(),
+    }
+}
+
+fn is_trace_name(p: &Path) -> bool {
+    compressed::inner_name(p)
+        .extension()
+        .is_some_and(|e| e == "jsonl")
 }
 
 fn is_snapshot_name(p: &Path) -> bool {
@@ -72,8 +80,66 @@ fn is_snapshot_name(p: &Path) -> bool {
         .is_some_and(|e| e == "pickle" || e == "pkl")
 }
 
-fn is_trace_name(p: &Path) -> bool {
-    compressed::inner_name(p)
-        .extension()
-        .is_some_and(|e| e == "jsonl")
+/// Whether a file is a pickle (a PyTorch snapshot, or something that will be refused as
+/// one): a pickle's name, or the protocol 2+ marker byte, compressed or not. Only a
+/// regular file is opened to look.
+pub fn is_snapshot(path: &Path) -> bool {
+    let mut first = [0u8; 1];
+    is_snapshot_name(path)
+        || open_regular(path)
+            .ok()
+            .and_then(|f| compressed::decompressed(f).ok())
+            .is_some_and(|mut r| r.read_exact(&mut first).is_ok() && first[0] == 0x80)
+}
+
+/// Opens `path` for reading if it is a regular file. Opened without blocking, then
+/// checked on the open descriptor: a FIFO would block the open (or the first read)
+/// forever, and a device such as `/dev/zero`, behind a symlink with a trace's or a
+/// snapshot's name, never ends.
+pub fn open_regular(path: &Path) -> Result<File, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot open: {}", why(&e)))?;
+    let kind = file
+        .metadata()
+        .map_err(|e| format!("cannot read: {e}"))?
+        .file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "something else"
+    };
+    Err(format!("not a regular file ({what}): not read"))
+}
+
+/// The whole content of regular file `path` (decompressed, where gzip or zstd), refused
+/// when longer than `limit` bytes. Errors name the file.
+pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    let file = open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let content = compressed::decompressed(file)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut data = Vec::new();
+    // One byte past the limit tells a file at the limit from a longer one, even when the
+    // file grows while it is read.
+    content
+        .take(limit + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    if data.len() as u64 > limit {
+        return Err(format!(
+            "{}: longer than {} bytes, the most a file of this kind may be: not read",
+            path.display(),
+            limit
+        ));
+    }
+    Ok(data)
 }

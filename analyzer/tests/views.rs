@@ -75,11 +75,12 @@ fn summary_sums_processes_sharing_a_gpu_on_the_common_clock() {
     let (s, code, _) = json_view(&["summary", "--json", p(&dir)]);
     assert_eq!(code, Some(0));
     assert_eq!(s["start_unix_ns"], UNIX0);
-    // GPU 0: A's 1 GiB + 512 MiB and B's 2 GiB at 0.6 s; 1 GiB (A's) at the end.
+    // GPU 0: A's 1 GiB + 512 MiB and B's 2 GiB at 0.6 s; nothing at the end: A exited
+    // at 1 s, its 1 GiB with it.
     let g0 = gpu(&s["devices"], "0");
     assert_eq!(g0["peak_reserved_bytes"], 3 * GIB + 512 * MIB);
     assert_eq!(g0["peak_time_ns"], 600 * MS);
-    assert_eq!(g0["reserved_bytes_at_end"], GIB);
+    assert_eq!(g0["reserved_bytes_at_end"], 0);
     assert_eq!(g0["pids"], serde_json::json!([100, 200]));
     let at_peak: Vec<(u64, &str, u64)> = g0["at_peak"]
         .as_array()
@@ -233,7 +234,7 @@ fn timeline_buckets_at_a_chosen_resolution() {
             )
         })
         .collect();
-    // Buckets of 100 ms from 0; the last event is at 0.95 s, so ten buckets. A bucket's
+    // Buckets of 100 ms from 0 to A's exit at 1 s, eleven of them. A bucket's
     // most includes what was live when it began.
     let g = GIB;
     let h = 512 * MIB;
@@ -250,6 +251,8 @@ fn timeline_buckets_at_a_chosen_resolution() {
             (3 * g + h, 3 * g),
             (3 * g, 3 * g),
             (3 * g, g),
+            // A exits at 1 s: its 1 GiB leaves the GPU.
+            (g, 0),
         ]
     );
     let csv = String::from_utf8(vramtrace(&["timeline", "--resolution", "100ms", p(&dir)]).stdout)
@@ -320,7 +323,8 @@ fn perfetto_export_has_counters_per_process_and_gpu_and_failures() {
     );
     let gpu0 = counters(0, "n1 GPU 0 reserved");
     assert_eq!(gpu0.iter().map(|c| c.1).max(), Some(3 * GIB + 512 * MIB));
-    assert_eq!(gpu0.last(), Some(&(950_000.0, GIB)));
+    // A's exit at 1 s takes its 1 GiB off the GPU.
+    assert_eq!(gpu0[gpu0.len() - 2..], [(950_000.0, GIB), (1_000_000.0, 0)]);
     let instants: Vec<&Value> = events.iter().filter(|e| e["ph"] == "i").collect();
     assert_eq!(instants.len(), 1);
     assert_eq!(instants[0]["ts"], 900_000.0);

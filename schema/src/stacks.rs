@@ -58,6 +58,11 @@ pub struct Node {
     pub ip: u64,
 }
 
+/// Frames a stack may have. The interposer writes at most 128 return addresses, Python
+/// frames taking the place of the interpreter's own among them; readers refuse deeper
+/// chains of nodes, which would make every view that prints a stack print thousands.
+pub const MAX_STACK_DEPTH: usize = 256;
+
 /// Every frame and node of a trace, in memory proportional to the distinct stacks.
 #[derive(Clone, Debug, Default)]
 pub struct StackTable {
@@ -87,8 +92,9 @@ impl StackTable {
                 break;
             };
             out.push(ip);
-            // A corrupt trace could hold a cycle: no stack is deeper than the nodes.
-            if out.len() > self.nodes.len() {
+            // A corrupt trace could hold a cycle (a node id written again with another
+            // parent): no stack is deeper than the nodes, nor than a stack may be.
+            if out.len() > self.nodes.len() || out.len() >= MAX_STACK_DEPTH {
                 break;
             }
             id = parent;

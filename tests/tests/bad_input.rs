@@ -124,10 +124,54 @@ fn summary(files: &[&Path]) -> (Option<i32>, String) {
     (out.status.code(), stderr)
 }
 
+/// The views that lay out time and devices (timeline, report, the memory-viz export) on
+/// `path`, each under a 4-GiB address-space limit and a deadline: they end by themselves,
+/// with 0 or 1, whatever the mutant holds (an event at t = 2^62 or a device ordinal of
+/// 2^31 aborted them).
+fn views_survive(path: &Path, n: usize, what: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let (html, pickle) = (out.path().join("r.html"), out.path().join("m.pickle"));
+    for args in [
+        vec!["timeline".as_ref(), path.as_os_str()],
+        vec![
+            "report".as_ref(),
+            "-o".as_ref(),
+            html.as_os_str(),
+            path.as_os_str(),
+        ],
+        vec![
+            "export".as_ref(),
+            "--format".as_ref(),
+            "memory-viz".as_ref(),
+            "-o".as_ref(),
+            pickle.as_os_str(),
+            path.as_os_str(),
+        ],
+    ] {
+        let run = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4194304; exec timeout 120 \"$0\" \"$@\"")
+            .arg(vramtrace())
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            matches!(run.status.code(), Some(0 | 1)),
+            "mutant {n} ({what}): {args:?} gave {:?}: {stderr}",
+            run.status
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "mutant {n} ({what}): {stderr}"
+        );
+    }
+}
+
 fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
     let mut b = original.to_vec();
     let lines: Vec<&[u8]> = original.split_inclusive(|&c| c == b'\n').collect();
-    let what = rng.below(8);
+    let what = rng.below(9);
     let name = match what {
         0 => {
             for _ in 0..1 + rng.below(4) {
@@ -173,6 +217,24 @@ fn mutate(rng: &mut Rng, original: &[u8]) -> (String, Vec<u8>) {
             let structural = b"{}[]\":,0-9e\\\n ";
             b[i] = structural[rng.below(structural.len())];
             "structural byte"
+        }
+        8 => {
+            // a digit run replaced by an extreme value that still parses: a time of
+            // 2^62, the largest ordinal, size or count
+            let digits: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_ascii_digit()).collect();
+            if let Some(&i) = digits.get(rng.below(digits.len().max(1))) {
+                let end = (i..b.len())
+                    .find(|&j| !b[j].is_ascii_digit())
+                    .unwrap_or(b.len());
+                let extreme: &[u8] = [
+                    &b"4611686018427387904"[..],
+                    b"2147483647",
+                    b"18446744073709551615",
+                    b"4294967295",
+                ][rng.below(4)];
+                b.splice(i..end, extreme.iter().copied());
+            }
+            "extreme value"
         }
         _ => {
             // a digit run replaced by a huge or negative number
@@ -253,10 +315,18 @@ fn mutated_real_traces_never_panic_and_errors_name_the_place() {
             errors += 1;
             assert_names_place(e, &path, &bytes);
         }
+        if n % 30 == 0 || what == "extreme value" {
+            views_survive(&path, n, &what);
+        }
         if n % 30 == 0 {
             let (code, stderr) = summary(&[&path]);
             match &read.error {
-                None => assert_eq!(code, Some(0), "mutant {n} ({what}): {stderr}"),
+                // A cut last line could not be read either: exit status 1.
+                None => assert_eq!(
+                    code,
+                    Some(i32::from(read.notes.truncated_line.is_some())),
+                    "mutant {n} ({what}): {stderr}"
+                ),
                 Some(e) => {
                     assert_ne!(code, Some(0), "mutant {n} ({what})");
                     assert!(
@@ -529,4 +599,73 @@ fn a_cut_last_line_is_noted_not_an_error() {
     );
     assert!(r.notes.end.is_none(), "the cut line was the end record");
     assert_eq!(r.events, whole.events);
+}
+
+/// Every event of a trace late by half the reorder window: 32,768 events far in the
+/// future, then 500,000 in order before them. Each of those lands in the middle of the
+/// events held back, which a sorted list paid for by moving 32,768 of them (75 s of CPU
+/// for 26 MB); a heap pays a logarithm. The deadline is a hang guard, far above the
+/// second linear reading takes.
+#[test]
+fn events_late_by_half_the_reorder_window_are_read_in_linear_time() {
+    use vramtrace_schema::reader::REORDER_WINDOW;
+    let late = REORDER_WINDOW as u64 / 2;
+    let on_time = 500_000u64;
+    let event = |t: u64| {
+        format!("{{\"t\":{t},\"tid\":1,\"dev\":0,\"api\":\"cudaMemGetInfo\",\"res\":0,\"free\":1,\"total\":2}}\n")
+    };
+    let mut body = header_line(1);
+    for i in 0..late {
+        body.push_str(&event(1 << 50 | i));
+    }
+    for i in 0..on_time {
+        body.push_str(&event(i));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "late.jsonl", body.as_bytes());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = TraceReader::open(&path).unwrap();
+        let mut times = Vec::new();
+        while let Some(e) = reader.next_event().unwrap() {
+            times.push(e.t);
+        }
+        let _ = tx.send(times);
+    });
+    let times = rx
+        .recv_timeout(std::time::Duration::from_secs(90))
+        .expect("reading 532,768 events took more than 90 s");
+    // All of them, in time order: the ones on time first.
+    assert_eq!(times.len() as u64, late + on_time);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(times[on_time as usize - 1], on_time - 1);
+}
+
+/// A chain of 5,000 stack nodes (680 KB with its events) made every view that prints a
+/// stack print 5,000 frames per group. No interposer writes a stack deeper than
+/// MAX_STACK_DEPTH: the node past it is an error naming its line, the events before it
+/// are used.
+#[test]
+fn a_stack_chain_deeper_than_any_stack_is_an_error_at_its_line() {
+    use vramtrace_schema::stacks::MAX_STACK_DEPTH;
+    let mut body = format!("{}{EVENT}", header_line(1));
+    for id in 1..=5000u64 {
+        body.push_str(&format!(
+            "{{\"node\":{{\"id\":{id},\"parent\":{},\"ip\":{}}}}}\n",
+            id - 1,
+            4096 + id
+        ));
+    }
+    body.push_str("{\"t\":20,\"tid\":1,\"dev\":0,\"api\":\"cudaMalloc\",\"res\":0,\"addr\":8192,\"size\":512,\"stack\":5000}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "deep.jsonl", body.as_bytes());
+    let r = read_file(&path);
+    let e = r.error.expect("an error");
+    // Line 1 the header, line 2 the event, node 1 on line 3.
+    assert_eq!(e.line, 2 + MAX_STACK_DEPTH as u64 + 1, "{e}");
+    assert!(e.message.contains("frames deep"), "{e}");
+    assert_names_place(&e, &path, body.as_bytes());
+    assert_eq!(r.events, 1);
+    let (code, stderr) = summary(&[&path]);
+    assert_eq!(code, Some(1), "{stderr}");
 }

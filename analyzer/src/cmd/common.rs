@@ -21,6 +21,18 @@ pub fn load(
     Ok(Ok(run))
 }
 
+/// Says so on stderr when `--at` lies past the run's last event: what is shown is the
+/// state at the end, not at that moment.
+pub fn warn_past_end(run: &Run, at: Option<u64>) {
+    if let Some(at) = at.filter(|&at| at > run.last_read) {
+        eprintln!(
+            "vramtrace: warning: --at {} is past the run's end ({}): showing the state at its end",
+            crate::units::seconds(at),
+            crate::units::seconds(run.last_read)
+        );
+    }
+}
+
 /// The exit status for a view of `run`.
 pub fn status(run: &Run) -> i32 {
     if run.complete() {

@@ -43,6 +43,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
+    common::warn_past_end(&run, args.at);
     let (lines, title, nothing) = if args.leaks {
         (
             flamegraph::folded_leaks(&leaks::build(&run)),

@@ -34,6 +34,7 @@ pub fn peak(args: PeakArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
+    common::warn_past_end(&run, args.at);
     let view = peak::build(&run, args.at, args.layer);
     if args.json {
         common::print(&render::json(&view))?;

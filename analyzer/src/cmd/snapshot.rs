@@ -26,6 +26,15 @@ const FRAMES_SHOWN: usize = 12;
 
 pub fn snapshot(args: SnapshotArgs) -> Result<i32, String> {
     let snap = read_snapshot(&args.path)?;
+    for d in &snap.devices {
+        for what in crate::snapshot::figures::impossible(d, &figures(d)) {
+            eprintln!(
+                "vramtrace: warning: {}: device {}: {what}",
+                args.path.display(),
+                d.device
+            );
+        }
+    }
     if args.json {
         let devices: Vec<Value> = snap.devices.iter().map(device_json).collect();
         let doc = json!({

@@ -59,6 +59,19 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
     }
 
     pub fn remove(&mut self, kind: Kind, key: K, size: u64) {
+        self.remove_blocks(
+            kind,
+            key,
+            GroupBytes {
+                bytes: size,
+                blocks: 1,
+            },
+        );
+    }
+
+    /// Removes `gone.blocks` blocks of `gone.bytes` in all from group `key`.
+    pub fn remove_blocks(&mut self, kind: Kind, key: K, gone: GroupBytes) {
+        let size = gone.bytes;
         self.settle_peak();
         self.reserved = self.reserved.saturating_sub(size);
         if let Some(k) = self.by_kind.get_mut(&kind) {
@@ -66,7 +79,7 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         }
         if let Some(g) = self.groups.get_mut(&key) {
             g.bytes = g.bytes.saturating_sub(size);
-            g.blocks = g.blocks.saturating_sub(1);
+            g.blocks = g.blocks.saturating_sub(gone.blocks);
             if g.blocks == 0 {
                 self.groups.remove(&key);
             }

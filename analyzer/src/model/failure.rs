@@ -8,6 +8,16 @@ use vramtrace_schema::Event;
 /// How many events before a failure are kept with it.
 pub const RECENT_EVENTS: usize = 16;
 
+/// Failures kept with the state around them, per process; later ones are counted
+/// ([`super::Counts::failed_allocations`]). Each takes a copy of the groups live at
+/// that moment: a program that catches out-of-memory errors and retries can fail
+/// millions of times with thousands of groups live, and copying them all every time
+/// grew with the product of the two.
+pub const KEPT_FAILURES: usize = 1000;
+
+/// Groups kept with a failure, largest first (the views show 20).
+pub const FAILURE_GROUPS: usize = 100;
+
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub event: Event,
@@ -17,8 +27,12 @@ pub struct Failure {
     pub reserved_on_device: u64,
     /// Peak so far on that device.
     pub peak_before: u64,
-    /// What this process held on that device, by allocating group.
+    /// What this process held on that device, by allocating group: the
+    /// [`FAILURE_GROUPS`] largest.
     pub groups: Map<GroupKey, GroupBytes>,
+    /// Groups and blocks it held there, all of them.
+    pub live_groups: u64,
+    pub live_blocks: u64,
     /// The last free/total the driver reported to the program before the failure, if any.
     pub last_meminfo: Option<(u64, u64)>,
     /// The events just before it, oldest first.
@@ -43,4 +57,15 @@ pub struct AllocatorState {
     /// The largest free piece of reserved memory, and how many pieces there are.
     pub largest_free_block_bytes: u64,
     pub free_blocks: u64,
+}
+
+/// The `n` largest of `groups` (by bytes, then key, so that the choice is the same every
+/// time), in time linear in their number.
+pub fn largest_groups(groups: &Map<GroupKey, GroupBytes>, n: usize) -> Map<GroupKey, GroupBytes> {
+    let mut all: Vec<(&GroupKey, &GroupBytes)> = groups.iter().collect();
+    if all.len() > n {
+        all.select_nth_unstable_by(n, |a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(b.0)));
+        all.truncate(n);
+    }
+    all.into_iter().map(|(k, g)| (*k, *g)).collect()
 }

@@ -152,6 +152,11 @@ impl Layers {
             .map(|b| (b.dev, b.requested, b.key, b.t))
     }
 
+    /// Live blocks on every device.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// Live blocks on `dev`, sorted by address: (address, size).
     pub fn live_blocks(&self, dev: i32) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self

@@ -2,7 +2,9 @@
 
 use super::block::{Block, GroupKey};
 use super::device::DeviceUsage;
-use super::failure::{AllocatorState, Failure, RECENT_EVENTS};
+use super::failure::{
+    largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
+};
 use super::layers::Layers;
 use super::physical::PhysicalTracker;
 use super::Map;
@@ -165,13 +167,21 @@ impl ProcessModel {
     fn allocate(&mut self, e: &Event) {
         if !e.ok() {
             self.counts.failed_allocations += 1;
+            if self.failures.len() == KEPT_FAILURES {
+                return;
+            }
             let device = self.devices.get(&e.dev);
+            let groups = device.map(|d| &d.groups);
             self.failures.push(Failure {
                 event: *e,
                 requested: e.size,
                 reserved_on_device: device.map(|d| d.reserved).unwrap_or(0),
                 peak_before: device.map(|d| d.peak_reserved).unwrap_or(0),
-                groups: device.map(|d| d.groups.clone()).unwrap_or_default(),
+                groups: groups
+                    .map(|g| largest_groups(g, FAILURE_GROUPS))
+                    .unwrap_or_default(),
+                live_groups: groups.map_or(0, |g| g.len() as u64),
+                live_blocks: groups.map_or(0, |g| g.values().map(|g| g.blocks).sum()),
                 last_meminfo: self.last_meminfo,
                 recent: self.recent.iter().copied().collect(),
                 allocator: self.allocator_state(e.dev),
@@ -304,6 +314,11 @@ impl ProcessModel {
             largest_free_block_bytes: largest,
             free_blocks: count,
         })
+    }
+
+    /// What [`ProcessModel::allocator_state`] visits: live allocations and blocks.
+    pub fn live_count(&self) -> usize {
+        self.live.len() + self.layers.block_count()
     }
 
     /// Everything live now (at the end: never freed), device memory and pinned host.

@@ -44,6 +44,10 @@ impl<W: Write> EventCsv<W> {
     }
 
     pub fn step(&mut self, s: &Step) -> std::io::Result<()> {
+        // A row per event: a process's end is none.
+        if s.ended {
+            return Ok(());
+        }
         let e = s.event;
         let process = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
         let gpu = s

@@ -56,12 +56,9 @@ pub fn text(v: &OomView) -> String {
                 t(&g.who())
             );
         }
-        if f.live_groups.len() > TOP_GROUPS {
-            let _ = writeln!(
-                o,
-                "    ... {} more groups",
-                f.live_groups.len() - TOP_GROUPS
-            );
+        let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
+        if f.live_group_count > shown {
+            let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
         }
         if let Some(in_use) = f.tensor_bytes {
             let _ = writeln!(

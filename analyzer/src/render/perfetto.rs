@@ -63,11 +63,14 @@ impl<W: Write> PerfettoWriter<W> {
                 continue;
             }
             last_dev = Some(c.dev);
-            let bytes = s.model.devices.get(&c.dev).map_or(0, |d| d.reserved);
-            self.event(
-                json!({"ph": "C", "name": format!("device {} reserved", c.dev), "pid": pid,
-                "ts": us(s.time), "args": {"bytes": bytes}}),
-            )?;
+            // An ended process's own counter stays where it was; the GPU's drops.
+            if !s.ended {
+                let bytes = s.model.devices.get(&c.dev).map_or(0, |d| d.reserved);
+                self.event(
+                    json!({"ph": "C", "name": format!("device {} reserved", c.dev), "pid": pid,
+                    "ts": us(s.time), "args": {"bytes": bytes}}),
+                )?;
+            }
             if let Some(i) = s.devices.lookup(s.process, c.dev) {
                 if self.gpus_named.is_empty() {
                     self.event(json!({"ph": "M", "name": "process_name", "pid": 0,
@@ -101,7 +104,7 @@ impl<W: Write> PerfettoWriter<W> {
                 )?;
             }
         }
-        if matches!(e.api.op(), Op::Alloc | Op::Create) && !e.ok() {
+        if matches!(e.api.op(), Op::Alloc | Op::Create) && !e.ok() && !s.ended {
             let held = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
             self.event(json!({"ph": "i", "s": "p", "pid": pid, "tid": e.tid, "ts": us(s.time),
                 "name": format!("{} of {} failed", e.api.name(), units::bytes(e.size)),

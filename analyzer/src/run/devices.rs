@@ -5,7 +5,7 @@
 //! ordinal, or the ordinal itself when the variable is not set).
 
 use crate::model::Map;
-use crate::model::{Change, DeviceUsage, GroupKey};
+use crate::model::{Change, DeviceUsage, GroupKey, ProcessModel};
 use serde::Serialize;
 use vramtrace_schema::Header;
 
@@ -87,6 +87,44 @@ impl RunDevices {
                 usage.remove(kind, (process, c.key), c.bytes);
             }
         }
+    }
+
+    /// Takes everything `model` (process `process`) holds out of the run's totals, on
+    /// every device or on run device `only`: the process ended, and its memory with it
+    /// (its own model keeps it, as what it never freed). Returns what was given back.
+    pub fn release(
+        &mut self,
+        process: usize,
+        model: &ProcessModel,
+        only: Option<usize>,
+    ) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (&ordinal, own) in &model.devices {
+            let Some(i) = self
+                .lookup(process, ordinal)
+                .filter(|&i| only.is_none_or(|o| o == i))
+            else {
+                continue;
+            };
+            let usage = &mut self.devices[i].1;
+            for (&key, &held) in &own.groups {
+                if usage
+                    .groups
+                    .get(&(process, key))
+                    .is_none_or(|g| g.blocks == 0)
+                {
+                    continue;
+                }
+                usage.remove_blocks(key.api.kind(), (process, key), held);
+                out.push(Change {
+                    dev: ordinal,
+                    key,
+                    bytes: held.bytes,
+                    added: false,
+                });
+            }
+        }
+        out
     }
 
     /// The run device of a process's ordinal, if it ever held memory.

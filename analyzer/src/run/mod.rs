@@ -3,8 +3,13 @@
 //! The traces of a run are replayed together, in one merged pass in run-time order, so
 //! that processes sharing a device are summed at every moment ([`RunDevices`]). Memory
 //! stays proportional to what is live: one pending event per trace, plus the models.
+//!
+//! A process's memory leaves the run's totals when the process ends ([`ends`]): processes
+//! that ran one after another are never summed as if they had run at once.
 
 pub mod devices;
+mod ends;
+mod files;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -15,7 +20,6 @@ use crate::snapshot::events::SnapshotEvents;
 use progress::Progress;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
 use std::path::PathBuf;
 use vramtrace_schema::reader::{compressed, TraceError, TraceReader};
 use vramtrace_schema::Event;
@@ -36,6 +40,8 @@ pub struct Run {
     pub tensors: RunDevices,
     /// Run time of the last event seen.
     pub end_time: u64,
+    /// Run time of the last event read, replayed or not (past [`LoadOptions::until`]).
+    pub last_read: u64,
 }
 
 /// One event as the replay applies it: views watch the run through these.
@@ -50,6 +56,10 @@ pub struct Step<'a> {
     pub changes: &'a [Change],
     /// The run's per-device totals after the event.
     pub devices: &'a RunDevices,
+    /// The process had ended: `changes` is the memory it still held, given back from the
+    /// run's totals (not from its own model, which keeps it as never freed), and `event`
+    /// is its last event again, not a new one.
+    pub ended: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -89,6 +99,7 @@ impl Run {
         let mut sources = Vec::new();
         let mut unreadable = Vec::new();
         let mut notes = Vec::new();
+        let pool = files::Pool::new();
         for file in files {
             if input::is_snapshot(&file) {
                 let all_frames = crate::views::stacks::all_frames();
@@ -111,14 +122,16 @@ impl Run {
                 }
                 continue;
             }
-            // Progress counts the bytes of the file as stored, compressed or not.
-            let opened = File::open(&file)
-                .and_then(|f| compressed::decompressed(progress.wrap(f)))
-                .map_err(|e| TraceError {
-                    path: file.clone(),
-                    line: 0,
-                    message: format!("cannot open: {e}"),
-                });
+            // Progress counts the bytes of the file as stored, compressed or not; the pool
+            // reopens a file it closed below the decompressor, which sees one stream.
+            let opened = pool.open(&file).and_then(|f| {
+                compressed::decompressed(progress.wrap(f)).map_err(|e| format!("cannot read: {e}"))
+            });
+            let opened = opened.map_err(|message| TraceError {
+                path: file.clone(),
+                line: 0,
+                message,
+            });
             match opened.and_then(|f| TraceReader::new_parallel(&file, f)) {
                 Ok(reader) => {
                     processes.push(ProcessModel::new(file, reader.header().clone()));
@@ -140,24 +153,35 @@ impl Run {
             devices: RunDevices::default(),
             tensors: RunDevices::default(),
             end_time: 0,
+            last_read: 0,
         };
+        // (run time, what, source): at one moment, events before ends.
         let mut queue = BinaryHeap::new();
         for i in 0..sources.len() {
             if let Some(t) = run.pull(&mut sources, i) {
-                queue.push(Reverse((t, i)));
+                queue.push(Reverse((t, ends::EVENT, i)));
             }
         }
+        let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
-        while let Some(Reverse((time, i))) = queue.pop() {
+        while let Some(Reverse((time, what, i))) = queue.pop() {
+            if what == ends::EVENT {
+                run.last_read = run.last_read.max(time);
+            }
             if options.until.is_some_and(|u| time > u) {
+                continue;
+            }
+            if what == ends::END {
+                ends.release(&mut run, i, None, time, &mut each);
                 continue;
             }
             let event = sources[i]
                 .next
                 .take()
                 .expect("a queued source has an event");
-            let model = &mut run.processes[i];
-            model.apply(&event);
+            run.processes[i].apply(&event);
+            ends.starting(&mut run, i, time, &mut each);
+            let model = &run.processes[i];
             run.devices.apply(i, &model.header, time, model.changes());
             run.tensors
                 .apply(i, &model.header, time, model.tensor_changes());
@@ -169,9 +193,20 @@ impl Run {
                 model,
                 changes: model.changes(),
                 devices: &run.devices,
+                ended: false,
             });
-            if let Some(t) = run.pull(&mut sources, i) {
-                queue.push(Reverse((t, i)));
+            match run.pull(&mut sources, i) {
+                Some(t) => queue.push(Reverse((t, ends::EVENT, i))),
+                None => {
+                    // A snapshot is the state at its dump, not a process that ended.
+                    let end = match &sources[i].events {
+                        Events::Trace(r) => r.notes.end.as_ref().map(|e| e.t),
+                        Events::Snapshot(_) => None,
+                    };
+                    if let Some(t) = ends.ran_out(&run, i, event, time, end) {
+                        queue.push(Reverse((t, ends::END, i)));
+                    }
+                }
             }
             applied += 1;
             if applied.is_multiple_of(65_536) {
@@ -242,6 +277,15 @@ impl Run {
                     p.path.display()
                 ));
             }
+            let unkept = p.counts.failed_allocations - p.failures.len() as u64;
+            if unkept > 0 {
+                out.push(format!(
+                    "note: {}: {} more failed allocations after the first {} are counted but not described (no post-mortem)",
+                    p.path.display(),
+                    unkept,
+                    crate::model::KEPT_FAILURES
+                ));
+            }
             if p.notes.unknown_apis > 0 || p.notes.unknown_records > 0 {
                 out.push(format!(
                     "note: {}: skipped {} events of unknown APIs and {} unknown records (written by a newer vramtrace)",
@@ -254,9 +298,14 @@ impl Run {
         out
     }
 
-    /// Whether every trace was read to its end without error.
+    /// Whether every trace was read to its end without error, its last line whole (a
+    /// line cut by a kill could not be read: exit status 1, as for any other).
     pub fn complete(&self) -> bool {
-        self.unreadable.is_empty() && self.processes.iter().all(|p| p.error.is_none())
+        self.unreadable.is_empty()
+            && self
+                .processes
+                .iter()
+                .all(|p| p.error.is_none() && p.notes.truncated_line.is_none())
     }
 }
 

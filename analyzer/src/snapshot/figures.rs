@@ -56,21 +56,24 @@ pub fn figures_of(segments: &[Segment]) -> Figures {
         ..Default::default()
     };
     for s in segments {
-        f.reserved += s.total_size;
+        // Sums saturate: a file can claim sizes whose sum passes 2^64 bytes.
+        f.reserved = f.reserved.saturating_add(s.total_size);
         f.expandable_segments += s.is_expandable as usize;
         for b in &s.blocks {
             f.blocks += 1;
             match b.state {
                 BlockState::ActiveAllocated => {
-                    f.allocated += b.size;
+                    f.allocated = f.allocated.saturating_add(b.size);
                     f.requested = match (f.requested, b.requested_size) {
-                        (Some(r), Some(q)) => Some(r + q),
+                        (Some(r), Some(q)) => Some(r.saturating_add(q)),
                         _ => None,
                     };
                 }
-                BlockState::ActivePendingFree => f.pending_free += b.size,
+                BlockState::ActivePendingFree => {
+                    f.pending_free = f.pending_free.saturating_add(b.size)
+                }
                 BlockState::Inactive => {
-                    f.free += b.size;
+                    f.free = f.free.saturating_add(b.size);
                     f.free_blocks += 1;
                     f.largest_free = f.largest_free.max(b.size);
                     if s.segment_type == "small" {
@@ -84,4 +87,47 @@ pub fn figures_of(segments: &[Segment]) -> Figures {
     }
     f.internal = f.requested.map(|r| f.allocated.saturating_sub(r));
     f
+}
+
+/// What in a device's snapshot cannot be so: blocks that hold more than their segments,
+/// sums past 2^64 bytes, trace times that run backwards. Each a sentence, for a warning;
+/// the figures are shown as the file gives them.
+pub fn impossible(d: &DeviceSnapshot, f: &Figures) -> Vec<String> {
+    let mut out = Vec::new();
+    let held = f
+        .allocated
+        .saturating_add(f.pending_free)
+        .saturating_add(f.free);
+    if f.allocated > f.reserved {
+        out.push(format!(
+            "allocated ({} bytes) is above reserved ({} bytes)",
+            f.allocated, f.reserved
+        ));
+    } else if held > f.reserved {
+        out.push(format!(
+            "the blocks ({held} bytes) hold more than their segments ({} bytes)",
+            f.reserved
+        ));
+    }
+    if [f.reserved, f.allocated, f.pending_free, f.free].contains(&u64::MAX) {
+        out.push("sizes add up past 2^64 bytes: the sums shown are capped".into());
+    }
+    let times: Vec<(usize, i64)> = d
+        .trace
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| Some((i, e.time_us?)))
+        .collect();
+    if let Some(w) = times.windows(2).find(|w| w[1].1 < w[0].1) {
+        out.push(format!(
+            "trace entry {} is {} us earlier than entry {} before it: time runs backwards",
+            w[1].0,
+            w[0].1.saturating_sub(w[1].1),
+            w[0].0
+        ));
+    }
+    if let Some((i, t)) = times.iter().find(|(_, t)| *t < 0) {
+        out.push(format!("trace entry {i} has a negative time ({t} us)"));
+    }
+    out
 }

@@ -3,17 +3,17 @@
 use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Reads a snapshot file. Errors name the file and, for pickle errors, the byte offset and
-/// the opcode.
+/// The largest snapshot read: PyTorch's default history of 100,000 entries makes a few
+/// hundred MB, and the decoded arena takes several times the file.
+pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
+
+/// Reads a snapshot file (a regular file of at most [`MAX_SNAPSHOT_BYTES`]). Errors name
+/// the file and, for pickle errors, the byte offset and the opcode.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
-    let mut data = Vec::new();
-    vramtrace_schema::reader::compressed::open(path)
-        .and_then(|mut input| input.read_to_end(&mut data))
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let data = crate::input::read_regular(path, MAX_SNAPSHOT_BYTES)?;
     parse_snapshot(&data).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -23,14 +23,29 @@ pub fn parse_snapshot(data: &[u8]) -> Result<Snapshot, String> {
     Reader {
         p: &p,
         strings: HashMap::new(),
+        budget: expansion_budget(data.len()),
     }
     .snapshot()
 }
+
+/// Values (segments, blocks, entries, frames, settings, bytes of copied text) reading may
+/// visit for a pickle of `len` bytes. A pickle names a shared object in two bytes, so a few
+/// KB can nest references to one list a billion times over ("billion laughs"); real
+/// snapshots share frame lists between blocks, but never more than a few dozen values per
+/// byte of file.
+fn expansion_budget(len: usize) -> usize {
+    len.saturating_mul(64).max(1 << 20)
+}
+
+const EXPANDS: &str = "it expands to more values than its size allows (one object shared by \
+                       reference over and over): refused";
 
 struct Reader<'a> {
     p: &'a Pickle,
     /// Frame strings, shared by arena id.
     strings: HashMap<usize, Arc<str>>,
+    /// What is left of [`expansion_budget`].
+    budget: usize,
 }
 
 fn not_snapshot(what: String) -> String {
@@ -38,6 +53,12 @@ fn not_snapshot(what: String) -> String {
 }
 
 impl Reader<'_> {
+    /// Counts `n` values visited against the budget.
+    fn spend(&mut self, n: usize) -> Result<(), String> {
+        self.budget = self.budget.checked_sub(n).ok_or(EXPANDS)?;
+        Ok(())
+    }
+
     fn snapshot(&mut self) -> Result<Snapshot, String> {
         let p = self.p;
         let root = p.root;
@@ -56,6 +77,7 @@ impl Reader<'_> {
             .ok_or_else(|| not_snapshot("\"segments\" is not a list".into()))?;
         let mut history = false;
         for (i, &s) in segments.iter().enumerate() {
+            self.spend(1).map_err(not_snapshot)?;
             let (device, seg, had_history) = self
                 .segment(s)
                 .map_err(|e| not_snapshot(format!("segment {i}: {e}")))?;
@@ -82,6 +104,7 @@ impl Reader<'_> {
                     }
                     let mut out = Vec::with_capacity(entries.len());
                     for (j, &e) in entries.iter().enumerate() {
+                        self.spend(1).map_err(not_snapshot)?;
                         out.push(self.entry(e).map_err(|msg| {
                             not_snapshot(format!("device_traces[{device}][{j}]: {msg}"))
                         })?);
@@ -91,11 +114,13 @@ impl Reader<'_> {
             }
             if let Some(settings) = p.get(root, "allocator_settings") {
                 if let Some(d) = p.dict(settings) {
-                    snap.allocator_settings = Some(
-                        d.iter()
-                            .map(|&(k, v)| (self.text(k), to_json(p, v, 0)))
-                            .collect(),
-                    );
+                    let mut out = serde_json::Map::new();
+                    for &(k, v) in d {
+                        let key = self.text(k).map_err(not_snapshot)?;
+                        let value = to_json(p, v, 0, &mut self.budget).map_err(not_snapshot)?;
+                        out.insert(key, value);
+                    }
+                    snap.allocator_settings = Some(out);
                 }
             }
         }
@@ -129,20 +154,30 @@ impl Reader<'_> {
         if p.dict(s).is_none() {
             return Err("not a dict".into());
         }
-        let device = p.get(s, "device").and_then(|v| p.int(v)).unwrap_or(0) as i64;
+        let device = p.get(s, "device").and_then(|v| p.int(v)).unwrap_or(0);
+        // The export lays devices out by ordinal: an absurd one must not size it.
+        let max = vramtrace_schema::reader::MAX_DEVICES;
+        if !(0..max as i128).contains(&device) {
+            return Err(format!(
+                "\"device\" = {device} is out of range (0 to {})",
+                max - 1
+            ));
+        }
+        let device = device as i64;
         let address = self.need_u64(s, "address")?;
         let total_size = self.need_u64(s, "total_size")?;
+        let segment_type = p
+            .get(s, "segment_type")
+            .and_then(|v| p.str(v))
+            .unwrap_or("large");
+        self.spend(segment_type.len())?;
         let mut seg = Segment {
             address,
             total_size,
             stream: self.u64_of(s, "stream")?.unwrap_or(0),
-            segment_type: p
-                .get(s, "segment_type")
-                .and_then(|v| p.str(v))
-                .unwrap_or("large")
-                .to_string(),
+            segment_type: segment_type.to_string(),
             is_expandable: matches!(p.get(s, "is_expandable"), Some(Value::Bool(true))),
-            frames: self.frames(p.get(s, "frames")),
+            frames: self.frames(p.get(s, "frames"))?,
             blocks: Vec::new(),
         };
         let mut history = false;
@@ -150,6 +185,7 @@ impl Reader<'_> {
         if let Some(blocks) = p.get(s, "blocks") {
             let blocks = p.seq(blocks).ok_or("\"blocks\" is not a list")?;
             for (j, &b) in blocks.iter().enumerate() {
+                self.spend(1)?;
                 let (block, had_history) =
                     self.block(b, next).map_err(|e| format!("block {j}: {e}"))?;
                 history |= had_history;
@@ -184,8 +220,8 @@ impl Reader<'_> {
             },
         };
         let frames = match (p.get(b, "frames"), last) {
-            (Some(f), _) => self.frames(Some(f)),
-            (None, Some(h)) if state != BlockState::Inactive => self.frames(p.get(h, "frames")),
+            (Some(f), _) => self.frames(Some(f))?,
+            (None, Some(h)) if state != BlockState::Inactive => self.frames(p.get(h, "frames"))?,
             _ => Vec::new(),
         };
         Ok((
@@ -217,7 +253,7 @@ impl Reader<'_> {
                 .and_then(|v| p.int(v))
                 .and_then(|t| i64::try_from(t).ok()),
             device_free: self.u64_of(e, "device_free")?,
-            frames: self.frames(p.get(e, "frames")),
+            frames: self.frames(p.get(e, "frames"))?,
         })
     }
 
@@ -235,12 +271,14 @@ impl Reader<'_> {
         .clone()
     }
 
-    fn frames(&mut self, v: Option<Value>) -> Vec<Frame> {
+    fn frames(&mut self, v: Option<Value>) -> Result<Vec<Frame>, String> {
         let p = self.p;
         let Some(list) = v.and_then(|v| p.seq(v)) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        list.iter()
+        self.spend(list.len())?;
+        Ok(list
+            .iter()
             .filter(|&&f| p.dict(f).is_some())
             .map(|&f| Frame {
                 filename: self.shared_str(p.get(f, "filename")),
@@ -251,25 +289,37 @@ impl Reader<'_> {
                     .unwrap_or(0),
                 name: self.shared_str(p.get(f, "name")),
             })
-            .collect()
+            .collect())
     }
 
     /// A dict key as text: strings bare, the rest as JSON.
-    fn text(&self, v: Value) -> String {
-        match v {
-            Value::Str(_) => self.p.str(v).unwrap_or_default().to_string(),
-            _ => to_json(self.p, v, 0).to_string(),
-        }
+    fn text(&mut self, v: Value) -> Result<String, String> {
+        Ok(match v {
+            Value::Str(_) => {
+                let s = self.p.str(v).unwrap_or_default();
+                self.spend(s.len())?;
+                s.to_string()
+            }
+            _ => to_json(self.p, v, 0, &mut self.budget)?.to_string(),
+        })
     }
 }
 
-/// A plain-data value as JSON (dict keys as text; bytes and deep nesting as null).
-fn to_json(p: &Pickle, v: Value, depth: usize) -> serde_json::Value {
+/// A plain-data value as JSON (dict keys as text; bytes and deep nesting as null), each
+/// value and byte of text counted against `budget`.
+fn to_json(
+    p: &Pickle,
+    v: Value,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<serde_json::Value, String> {
     use serde_json::Value as J;
     if depth > 16 {
-        return J::Null;
+        return Ok(J::Null);
     }
-    match v {
+    let text = p.str(v).map_or(0, str::len);
+    *budget = budget.checked_sub(1 + text).ok_or(EXPANDS)?;
+    Ok(match v {
         Value::None | Value::Bytes(_) => J::Null,
         Value::Bool(b) => J::Bool(b),
         Value::Int(i) => i64::try_from(i)
@@ -281,21 +331,19 @@ fn to_json(p: &Pickle, v: Value, depth: usize) -> serde_json::Value {
             p.seq(v)
                 .unwrap_or_default()
                 .iter()
-                .map(|&x| to_json(p, x, depth + 1))
-                .collect(),
+                .map(|&x| to_json(p, x, depth + 1, budget))
+                .collect::<Result<_, _>>()?,
         ),
-        Value::Dict(_) => J::Object(
-            p.dict(v)
-                .unwrap_or_default()
-                .iter()
-                .map(|&(k, x)| {
-                    let key = match k {
-                        Value::Str(_) => p.str(k).unwrap_or_default().to_string(),
-                        _ => to_json(p, k, depth + 1).to_string(),
-                    };
-                    (key, to_json(p, x, depth + 1))
-                })
-                .collect(),
-        ),
-    }
+        Value::Dict(_) => {
+            let mut out = serde_json::Map::new();
+            for &(k, x) in p.dict(v).unwrap_or_default() {
+                let key = match k {
+                    Value::Str(_) => p.str(k).unwrap_or_default().to_string(),
+                    _ => to_json(p, k, depth + 1, budget)?.to_string(),
+                };
+                out.insert(key, to_json(p, x, depth + 1, budget)?);
+            }
+            J::Object(out)
+        }
+    })
 }

@@ -61,17 +61,19 @@ fn delta(action: &Action, size: u64) -> (i128, i128) {
 }
 
 pub fn timeline(d: &DeviceSnapshot) -> Timeline {
-    let reserved_end: u64 = d.segments.iter().map(|s| s.total_size).sum();
-    let in_use_end: Option<u64> = d
+    // Summed in i128: a file's sizes may add up past 2^64; the points are capped below.
+    let reserved_end: i128 = d.segments.iter().map(|s| s.total_size as i128).sum();
+    let in_use_end: Option<i128> = d
         .segments
         .iter()
         .flat_map(|s| &s.blocks)
         .filter(|b| b.state != BlockState::Inactive)
-        .map(|b| b.requested_size)
+        .map(|b| b.requested_size.map(i128::from))
         .sum();
     let mut consistent = true;
-    let mut reserved = reserved_end as i128;
-    let mut in_use = in_use_end.map(|v| v as i128);
+    let mut reserved = reserved_end;
+    let mut in_use = in_use_end;
+    let capped = |v: i128| u64::try_from(v).unwrap_or(u64::MAX);
     let mut points = vec![
         Point {
             index: 0,
@@ -85,8 +87,8 @@ pub fn timeline(d: &DeviceSnapshot) -> Timeline {
         points[i] = Point {
             index: i,
             time_us: e.time_us,
-            reserved: reserved as u64,
-            in_use: in_use.map(|v| v as u64),
+            reserved: capped(reserved),
+            in_use: in_use.map(capped),
         };
         let (dr, du) = delta(&e.action, e.size);
         reserved -= dr;
@@ -103,8 +105,8 @@ pub fn timeline(d: &DeviceSnapshot) -> Timeline {
         }
     }
     Timeline {
-        start_reserved: reserved as u64,
-        start_in_use: in_use.map(|v| v as u64),
+        start_reserved: capped(reserved),
+        start_in_use: in_use.map(capped),
         points,
         consistent,
     }

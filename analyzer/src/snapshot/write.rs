@@ -85,7 +85,7 @@ fn segment(device: i64, seg: &Segment) -> Py {
         .iter()
         .filter(|b| b.state != BlockState::Inactive)
         .map(|b| b.requested_size.unwrap_or(b.size))
-        .sum();
+        .fold(0, u64::saturating_add);
     let blocks = seg
         .blocks
         .iter()
@@ -104,7 +104,10 @@ fn segment(device: i64, seg: &Segment) -> Py {
         ("address", int(seg.address)),
         ("total_size", int(seg.total_size)),
         ("allocated_size", int(f.allocated)),
-        ("active_size", int(f.allocated + f.pending_free)),
+        (
+            "active_size",
+            int(f.allocated.saturating_add(f.pending_free)),
+        ),
         ("requested_size", int(requested)),
         ("stream", int(seg.stream)),
         ("segment_type", s(&seg.segment_type)),

@@ -73,6 +73,10 @@ impl MemoryVizBuilder {
     }
 
     pub fn step(&mut self, s: &Step) {
+        // A process's end is no event of the allocator's: its segments stay as it left them.
+        if s.ended {
+            return;
+        }
         let p = s.process;
         if self.segments.len() <= p {
             self.segments.resize_with(p + 1, Map::default);
@@ -80,7 +84,7 @@ impl MemoryVizBuilder {
             self.annotated.resize(p + 1, false);
         }
         let e = s.event;
-        let time_us = Some(((s.model.header.start_unix_ns + e.t) / 1000) as i64);
+        let time_us = Some((s.model.header.start_unix_ns.saturating_add(e.t) / 1000) as i64);
         let entry = |action: Action, addr: u64, size: u64| TraceEntry {
             action,
             addr,
@@ -183,7 +187,7 @@ impl MemoryVizBuilder {
             let mut blocks: Vec<(&u64, &Live)> = self.blocks[p].iter().collect();
             blocks.sort_by_key(|b| *b.0);
             for (&addr, seg) in live {
-                let end = addr + seg.size;
+                let end = addr.saturating_add(seg.size);
                 let inside: Vec<Block> = if self.annotated[p] {
                     blocks[blocks.partition_point(|b| *b.0 < addr)..]
                         .iter()
@@ -261,16 +265,12 @@ fn with_free_gaps(start: u64, size: u64, blocks: Vec<Block>) -> Vec<Block> {
         if b.address > at {
             out.push(block(at, b.address - at, BlockState::Inactive, Vec::new()));
         }
-        at = at.max(b.address + b.size);
+        at = at.max(b.address.saturating_add(b.size));
         out.push(b);
     }
-    if start + size > at {
-        out.push(block(
-            at,
-            start + size - at,
-            BlockState::Inactive,
-            Vec::new(),
-        ));
+    let end = start.saturating_add(size);
+    if end > at {
+        out.push(block(at, end - at, BlockState::Inactive, Vec::new()));
     }
     out
 }

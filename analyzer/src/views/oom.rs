@@ -36,6 +36,9 @@ pub struct OomWatch {
 
 impl OomWatch {
     pub fn step(&mut self, step: &Step) {
+        if step.ended {
+            return;
+        }
         let e = step.event;
         if self.meminfo.len() <= step.process {
             self.meminfo.resize(step.process + 1, None);
@@ -71,7 +74,11 @@ impl OomWatch {
                     });
                 }
             }
-            Op::Alloc | Op::Create if !e.ok() => {
+            // Only failures the model kept with their state (the first KEPT_FAILURES).
+            Op::Alloc | Op::Create
+                if !e.ok()
+                    && step.model.failures.len() as u64 == step.model.counts.failed_allocations =>
+            {
                 let others = run_device
                     .map(|i| groups::per_process(&step.devices.devices[i].1.groups))
                     .unwrap_or_default()
@@ -132,13 +139,15 @@ pub struct Postmortem {
     pub live_blocks: u64,
     /// This process's peak on the device before the failure.
     pub peak_before_bytes: u64,
-    /// What this process held there, by group, largest first.
+    /// What this process held there, by group, largest first (at most 100 of them).
     pub live_groups: Vec<Group>,
     /// The live tensors (the allocated layer) at the failure, by who asked for them, in
     /// requested bytes; empty where no allocator or snapshot tells them.
     pub tensor_groups: Vec<Group>,
     /// Their requested bytes summed; null where tensors are not known.
     pub tensor_bytes: Option<u64>,
+    /// How many groups it held there, all of them.
+    pub live_group_count: u64,
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
@@ -274,7 +283,8 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         result_name: errors::name(f.event.api, f.event.res),
         frames: super::stacks::shown(&model.stacks, f.event.stack),
         live_bytes: f.reserved_on_device,
-        live_blocks: live_groups.iter().map(|g| g.blocks).sum(),
+        live_blocks: f.live_blocks,
+        live_group_count: f.live_groups,
         peak_before_bytes: f.peak_before,
         live_groups,
         tensor_groups,

@@ -1,12 +1,15 @@
 //! The lines of a trace after its header, each turned into what it records.
 
-use super::{TraceError, MAX_LINE};
+use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
-use crate::stacks::{Frame, Node};
+use crate::stacks::{Frame, Node, MAX_STACK_DEPTH};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
+
+type Depths = std::collections::HashMap<u64, u32>;
 
 /// What one line records.
 #[derive(Debug)]
@@ -32,8 +35,9 @@ pub enum Item {
 /// optional field or record) does not stop an older reader.
 #[derive(Deserialize)]
 struct Line<'a> {
+    // Borrowed unless the name holds an escape (`"cuda\u004dalloc"`), which is decoded.
     #[serde(borrow)]
-    api: Option<&'a str>,
+    api: Option<Cow<'a, str>>,
     t: Option<u64>,
     #[serde(default)]
     tid: u32,
@@ -87,6 +91,9 @@ pub struct Lines<R> {
     input: BufReader<R>,
     pub line: Vec<u8>,
     pub line_no: u64,
+    /// Frames from each stack node to the root, to refuse chains no interposer writes
+    /// (boxed: `Lines` is handed back by value when no parsing thread starts).
+    depths: Box<Depths>,
 }
 
 impl<R: Read> Lines<R> {
@@ -96,6 +103,7 @@ impl<R: Read> Lines<R> {
             input: BufReader::with_capacity(1 << 16, input),
             line: Vec::with_capacity(512),
             line_no: 0,
+            depths: Default::default(),
         }
     }
 
@@ -158,18 +166,21 @@ impl<R: Read> Lines<R> {
                 LineRead::Full => {}
             }
             if let Some(event) = crate::fast::event(&self.line) {
-                return Ok(Some(Item::Event(event)));
+                return self.checked(event).map(Some);
             }
             if self.line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
             }
             let line: Line = serde_json::from_slice(&self.line)
                 .map_err(|e| self.error(format!("expected a JSON event or record: {e}")))?;
-            return Ok(Some(self.record(line)?));
+            let mut depths = std::mem::take(&mut self.depths);
+            let item = self.record(line, &mut depths);
+            self.depths = depths;
+            return item.map(Some);
         }
     }
 
-    fn record(&self, line: Line) -> Result<Item, TraceError> {
+    fn record(&self, line: Line, depths: &mut Depths) -> Result<Item, TraceError> {
         if let Some(end) = line.end {
             return Ok(Item::End(end));
         }
@@ -177,6 +188,14 @@ impl<R: Read> Lines<R> {
             return Ok(Item::Frame(frame));
         }
         if let Some(node) = line.node {
+            let depth = 1 + depths.get(&node.parent).copied().unwrap_or(0);
+            if depth as usize > MAX_STACK_DEPTH {
+                return Err(self.error(format!(
+                    "stack node {} is {depth} frames deep: a stack has at most {MAX_STACK_DEPTH}",
+                    node.id
+                )));
+            }
+            depths.insert(node.id, depth);
             return Ok(Item::Node(node));
         }
         if let Some(name) = line.name {
@@ -188,13 +207,13 @@ impl<R: Read> Lines<R> {
         let Some(name) = line.api else {
             return Ok(Item::UnknownRecord);
         };
-        let Some(api) = Api::from_name(name) else {
+        let Some(api) = Api::from_name(&name) else {
             return Ok(Item::UnknownApi);
         };
         let Some(t) = line.t else {
             return Err(self.error(format!("event {name} has no \"t\" (time)")));
         };
-        Ok(Item::Event(Event {
+        self.checked(Event {
             t,
             tid: line.tid,
             dev: line.dev,
@@ -210,6 +229,18 @@ impl<R: Read> Lines<R> {
             total: line.total,
             requested: line.requested,
             stack: line.stack,
-        }))
+        })
+    }
+
+    /// The event, if its figures are ones the interposer can write.
+    fn checked(&self, event: Event) -> Result<Item, TraceError> {
+        if !(-1..MAX_DEVICES).contains(&event.dev) {
+            return Err(self.error(format!(
+                "device ordinal {} out of range: expected -1 (none) or 0 to {}",
+                event.dev,
+                MAX_DEVICES - 1
+            )));
+        }
+        Ok(Item::Event(event))
     }
 }

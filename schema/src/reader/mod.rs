@@ -5,22 +5,29 @@ use crate::event::{End, Event};
 use crate::header::{Header, FORMAT_NAME, FORMAT_VERSION};
 use crate::stacks::StackTable;
 use serde::Deserialize;
-use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+mod ahead;
 mod background;
 pub mod compressed;
 mod lines;
 
+use ahead::Ahead;
 use background::Background;
 use lines::{Item, LineRead, Lines};
 
 /// Longest line a reader accepts. Records are a few hundred bytes; anything longer is not
 /// something the interposer wrote.
 pub const MAX_LINE: usize = 1 << 20;
+
+/// Device ordinals a trace may name: -1 (none) and `0..MAX_DEVICES`. CUDA numbers the
+/// devices a process sees from 0, and no machine has thousands; a larger `dev` is not
+/// something the interposer wrote, and views that lay devices out by ordinal (the
+/// memory-viz export's per-device lists) must not size themselves by it.
+pub const MAX_DEVICES: i32 = 4096;
 
 /// Events are written in time order per flush; a thread preempted between its timestamp
 /// and its queue push can land a few events late. Readers restore the order within this
@@ -73,8 +80,8 @@ pub struct TraceReader<R: Read = File> {
     pub stacks: StackTable,
     /// Marker names by id (`vramtrace_marker` events carry the id in `handle`).
     pub names: std::collections::HashMap<u64, String>,
-    /// Events read ahead, kept sorted by time (stable for equal times).
-    pending: VecDeque<Event>,
+    /// Events read ahead, handed out earliest first.
+    pending: Ahead,
     done: bool,
     deferred: Option<TraceError>,
 }
@@ -128,7 +135,7 @@ impl<R: Read> TraceReader<R> {
             notes: ReadNotes::default(),
             stacks: StackTable::default(),
             names: Default::default(),
-            pending: VecDeque::new(),
+            pending: Ahead::default(),
             done: false,
             deferred: None,
         }
@@ -175,15 +182,7 @@ impl<R: Read> TraceReader<R> {
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         while !self.done && self.pending.len() < REORDER_WINDOW {
             match self.next_raw() {
-                Ok(Some(event)) => {
-                    // Nearly always in order: an append. A late event slides back in.
-                    if self.pending.back().is_none_or(|last| last.t <= event.t) {
-                        self.pending.push_back(event);
-                    } else {
-                        let at = self.pending.partition_point(|e| e.t <= event.t);
-                        self.pending.insert(at, event);
-                    }
-                }
+                Ok(Some(event)) => self.pending.push(event),
                 Ok(None) => self.done = true,
                 Err(e) => {
                     self.done = true;
@@ -195,7 +194,7 @@ impl<R: Read> TraceReader<R> {
                 }
             }
         }
-        if let Some(e) = self.pending.pop_front() {
+        if let Some(e) = self.pending.pop() {
             return Ok(Some(e));
         }
         match self.deferred.take() {

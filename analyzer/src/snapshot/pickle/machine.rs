@@ -2,6 +2,7 @@
 
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
+use crate::model::Map;
 
 /// An item of the machine's stack: a value, or a MARK.
 #[derive(Clone, Copy)]
@@ -16,7 +17,10 @@ struct Machine<'a> {
     /// Offset of the opcode being run, for errors.
     at: usize,
     stack: Vec<Item>,
-    memo: Vec<Option<Value>>,
+    /// By index. A map, not a vector indexed by it: a pickler numbers its memo from 0
+    /// upward, but a file may name any index, and a few bytes naming ever larger ones must
+    /// not allocate for every index in between.
+    memo: Map<usize, Value>,
     objects: Vec<Object>,
 }
 
@@ -30,7 +34,7 @@ pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
         pos: 0,
         at: 0,
         stack: Vec::new(),
-        memo: Vec::new(),
+        memo: Map::default(),
         objects: Vec::new(),
     };
     let mut protocol = 0;
@@ -465,7 +469,7 @@ impl<'a> Machine<'a> {
     }
 
     fn get(&mut self, i: usize) -> R<()> {
-        match self.memo.get(i).copied().flatten() {
+        match self.memo.get(&i).copied() {
             Some(v) => {
                 self.push(v);
                 Ok(())
@@ -476,15 +480,7 @@ impl<'a> Machine<'a> {
 
     fn put(&mut self, i: usize) -> R<()> {
         let v = self.peek()?;
-        // An index far past the memo's end cannot come from a real pickler; refuse it
-        // rather than allocate for it.
-        if i > self.memo.len() + (1 << 20) {
-            return Err(self.err(format!("memo index {i} out of range")));
-        }
-        if i >= self.memo.len() {
-            self.memo.resize(i + 1, None);
-        }
-        self.memo[i] = Some(v);
+        self.memo.insert(i, v);
         Ok(())
     }
 }
