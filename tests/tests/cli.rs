@@ -106,6 +106,25 @@ fn two_runs_in_one_directory_are_never_summed() {
 }
 
 #[test]
+fn a_trace_without_a_readable_header_is_reported_not_taken_for_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
+    demo_into(dir.path(), &["--sim-capacity", "16GiB"]);
+    // A process killed before it wrote its header.
+    let cut = dir.path().join("vramtrace-cut-1.jsonl");
+    std::fs::write(&cut, b"{\"format\":\"vramt").unwrap();
+    let out = Command::new(vramtrace())
+        .args(["summary", "--json"])
+        .arg(dir.path())
+        .output()
+        .expect("vramtrace runs");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("holds 2 runs"), "{said}");
+    assert!(said.contains("vramtrace-cut-1.jsonl"), "{said}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+}
+
+#[test]
 fn a_run_without_a_gpu_says_why_and_names_sim() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(vramtrace());
