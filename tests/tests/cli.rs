@@ -268,6 +268,54 @@ fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
 }
 
 #[test]
+fn redact_renames_the_host_in_the_snapshot_names_torch_json_lists() {
+    let (dir, _) = demo_run();
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let host = host.trim();
+    let snapshot = format!("torch-snapshot-{host}-4242-oom.pickle");
+    let info = serde_json::json!({
+        "pid": 4242,
+        "snapshots": [snapshot],
+        "ooms": [{"device": 0, "snapshot": snapshot}],
+    });
+    std::fs::write(
+        dir.path().join(format!("traces/torch-{host}-4242.json")),
+        info.to_string(),
+    )
+    .unwrap();
+    let out = Command::new(vramtrace())
+        .args(["pack", "--redact", "-o"])
+        .arg(dir.path().join("redacted.vtpack"))
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    shell(
+        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
+        dir.path(),
+    );
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir.path().join("out")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("torch-") {
+            seen += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(!text.contains(&format!("-{host}-")), "{name}: {text}");
+            assert!(
+                text.contains("torch-snapshot-host-1-4242-oom.pickle"),
+                "{text}"
+            );
+        }
+    }
+    assert_eq!(seen, 1);
+}
+
+#[test]
 fn redact_takes_the_paths_out_of_inlined_calls_too() {
     let run = vramtrace_tests::harness::run_sim("inlined", &[], &[], &[]);
     let pack = run.dir.path().join("run.vtpack");
