@@ -65,6 +65,17 @@ fn run_takes_the_command_without_dashes_and_reads_g_as_gib() {
 }
 
 #[test]
+fn a_simulated_card_of_no_memory_is_refused() {
+    for size in ["0", "0G", "0.0001"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = demo_into(&dir.path().join("traces"), &["--sim-capacity", size]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{size}: {said}");
+        assert!(said.contains("--sim-capacity"), "{size}: {said}");
+    }
+}
+
+#[test]
 fn two_runs_in_one_directory_are_never_summed() {
     let dir = tempfile::tempdir().unwrap();
     let first = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);

@@ -151,7 +151,14 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
             prepend("LD_LIBRARY_PATH", &sim.to_string_lossy()),
         );
         if let Some(c) = &args.sim_capacity {
-            cmd.env("VRAMTRACE_SIM_CAPACITY", units::parse_size(c)?.to_string());
+            // A card of no memory fails the program's first CUDA call, with no trace.
+            let bytes = units::parse_size(c)?;
+            if bytes == 0 {
+                return Err(format!(
+                    "--sim-capacity {c:?}: a simulated device needs some memory, e.g. 24GiB"
+                ));
+            }
+            cmd.env("VRAMTRACE_SIM_CAPACITY", bytes.to_string());
         }
         if let Some(n) = args.sim_devices {
             cmd.env("VRAMTRACE_SIM_DEVICES", n.to_string());
