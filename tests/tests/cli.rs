@@ -76,6 +76,21 @@ fn a_simulated_card_of_no_memory_is_refused() {
 }
 
 #[test]
+fn a_simulated_run_without_cuda_calls_says_why_it_left_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(vramtrace());
+    clean_env(&mut cmd)
+        .args(["run", "--sim", "-o"])
+        .arg(dir.path())
+        .arg("true");
+    let out = run_within(&mut cmd, LIMIT);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("0 trace files"), "{said}");
+    assert!(said.contains("made no CUDA call"), "{said}");
+}
+
+#[test]
 fn two_runs_in_one_directory_are_never_summed() {
     let dir = tempfile::tempdir().unwrap();
     let first = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);

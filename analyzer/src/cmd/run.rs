@@ -196,11 +196,15 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     );
     if traces > 0 {
         eprintln!("vramtrace: see `vramtrace summary {}`", out_dir.display());
-    } else if !args.sim {
+    } else if args.sim {
+        eprintln!("vramtrace: {NO_CUDA_CALL}");
+    } else {
         eprintln!("vramtrace: {}", why_no_trace());
     }
     Ok(exit_code(status))
 }
+
+const NO_CUDA_CALL: &str = "the command made no CUDA call, so no process left a trace";
 
 /// Why a run left no trace: the interposer writes one only once CUDA is called.
 fn why_no_trace() -> String {
@@ -210,7 +214,7 @@ fn why_no_trace() -> String {
         Err(e) => format!(
             "no NVIDIA driver could be loaded here ({e}), so nothing reached a GPU; to try vramtrace without one: vramtrace run --sim CMD"
         ),
-        Ok(_) => "the command made no CUDA call, so no process left a trace".to_string(),
+        Ok(_) => NO_CUDA_CALL.to_string(),
     }
 }
 
