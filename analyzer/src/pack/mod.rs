@@ -175,6 +175,7 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
     let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
     let dir = tempfile::Builder::new()
         .prefix("vramtrace-pack-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .map_err(err)?;
     let mut archive = tar::Archive::new(compressed::open(path).map_err(err)?);
@@ -212,4 +213,22 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
 /// Removes what [`unpack`] made (called before vramtrace exits).
 pub fn cleanup() {
     UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_pack_is_unpacked_into_a_directory_only_its_owner_can_list() {
+        let run = tempfile::tempdir().unwrap();
+        std::fs::write(run.path().join("vramtrace-h-1.jsonl"), b"{}\n").unwrap();
+        let pack = run.path().join("run.vtpack");
+        super::write(&pack, &[run.path().to_path_buf()], false, false).unwrap();
+        let dir = super::unpack(&pack).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        super::cleanup();
+        assert_eq!(mode, 0o700, "{mode:o}");
+        assert!(!dir.exists());
+    }
 }
