@@ -342,6 +342,32 @@ fn redact_renames_the_host_in_the_snapshot_names_torch_json_lists() {
 }
 
 #[test]
+fn a_pack_s_reading_errors_name_the_pack_not_where_it_was_unpacked() {
+    let (dir, _) = demo_run();
+    shell(
+        "mkdir cut && for f in traces/*.jsonl; do head -c 20000 $f > cut/$(basename $f); \
+         echo garbage >> cut/$(basename $f); done",
+        dir.path(),
+    );
+    let out = Command::new(vramtrace())
+        .args(["pack", "-o"])
+        .arg(dir.path().join("cut.vtpack"))
+        .arg(dir.path().join("cut"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(vramtrace())
+        .arg("summary")
+        .arg(dir.path().join("cut.vtpack"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cut.vtpack/vramtrace-"), "{said}");
+    assert!(!said.contains("vramtrace-pack-"), "{said}");
+}
+
+#[test]
 fn redact_takes_the_paths_out_of_inlined_calls_too() {
     let run = vramtrace_tests::harness::run_sim("inlined", &[], &[], &[]);
     let pack = run.dir.path().join("run.vtpack");

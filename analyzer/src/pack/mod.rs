@@ -17,6 +17,18 @@ const MAX_MEMBERS: usize = 100_000;
 /// Directories unpacked for this process, removed by [`cleanup`].
 static UNPACKED: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
 
+/// Each unpacked directory with the pack it came from, for messages.
+static SOURCES: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+/// `message` with every unpacked directory named as the pack it came from
+/// (`run.vtpack/vramtrace-h-1.jsonl:12: ...`): the directory is gone once vramtrace ends.
+pub fn named_as_packs(message: &str) -> String {
+    let sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+    sources.iter().fold(message.to_string(), |m, (dir, pack)| {
+        m.replace(&dir.display().to_string(), &pack.display().to_string())
+    })
+}
+
 /// What a pack holds, by kind.
 #[derive(Debug, Default)]
 pub struct Packed {
@@ -206,6 +218,10 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
         std::io::copy(&mut entry, &mut file).map_err(err)?;
     }
     let kept = dir.path().to_path_buf();
+    SOURCES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((kept.clone(), path.to_path_buf()));
     UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
     Ok(kept)
 }
