@@ -67,15 +67,20 @@ struct Found {
 /// the one `--run` chose, else the newest, saying so on stderr.
 pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
     let mut runs: Vec<Found> = Vec::new();
+    // Files whose header cannot be read belong to no run that can be told: they go with
+    // the run shown, whose full read reports their error with file and line, rather than
+    // being taken for a run of their own (and hidden behind a newer one).
+    let mut unreadable: Vec<PathBuf> = Vec::new();
     for file in files {
-        // A file whose header cannot be read stays with the traces that have no id: the
-        // full read reports its error with its file and line.
         let (id, start) = match TraceReader::open(&file) {
             Ok(r) => (
                 of_header(r.header()).map(str::to_string),
                 r.header().start_unix_ns,
             ),
-            Err(_) => (None, 0),
+            Err(_) => {
+                unreadable.push(file);
+                continue;
+            }
         };
         match runs.iter_mut().find(|r| r.id == id) {
             Some(run) => {
@@ -89,15 +94,22 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
             }),
         }
     }
+    let with_unreadable = |mut files: Vec<PathBuf>| {
+        files.extend(unreadable.iter().cloned());
+        files.sort();
+        files
+    };
     let chosen = CHOSEN.get().cloned().flatten();
     if let Some(want) = &chosen {
         return match runs.into_iter().find(|r| r.id.as_deref() == Some(want)) {
-            Some(run) => Ok(run.files),
+            Some(run) => Ok(with_unreadable(run.files)),
             None => Err(format!("{}: no traces of run {want:?}", dir.display())),
         };
     }
     if runs.len() <= 1 {
-        return Ok(runs.pop().map(|r| r.files).unwrap_or_default());
+        return Ok(with_unreadable(
+            runs.pop().map(|r| r.files).unwrap_or_default(),
+        ));
     }
     runs.sort_by_key(|r| r.start_unix_ns);
     let list: Vec<String> = runs
@@ -119,7 +131,7 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
         list.join(", "),
         newest.id.as_deref().unwrap_or("[no run id]")
     );
-    Ok(newest.files)
+    Ok(with_unreadable(newest.files))
 }
 
 /// Warns when `dir` already holds traces of a run other than `id`.

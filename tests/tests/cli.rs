@@ -65,6 +65,32 @@ fn run_takes_the_command_without_dashes_and_reads_g_as_gib() {
 }
 
 #[test]
+fn a_simulated_card_of_no_memory_is_refused() {
+    for size in ["0", "0G", "0.0001"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = demo_into(&dir.path().join("traces"), &["--sim-capacity", size]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{size}: {said}");
+        assert!(said.contains("--sim-capacity"), "{size}: {said}");
+    }
+}
+
+#[test]
+fn a_simulated_run_without_cuda_calls_says_why_it_left_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(vramtrace());
+    clean_env(&mut cmd)
+        .args(["run", "--sim", "-o"])
+        .arg(dir.path())
+        .arg("true");
+    let out = run_within(&mut cmd, LIMIT);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("0 trace files"), "{said}");
+    assert!(said.contains("made no CUDA call"), "{said}");
+}
+
+#[test]
 fn two_runs_in_one_directory_are_never_summed() {
     let dir = tempfile::tempdir().unwrap();
     let first = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
@@ -103,6 +129,25 @@ fn two_runs_in_one_directory_are_never_summed() {
         .expect("the run id is in the header");
     let (older, _) = summary(dir.path(), &["--run", &older_id]);
     assert_eq!(peak_of(&older), first_peak);
+}
+
+#[test]
+fn a_trace_without_a_readable_header_is_reported_not_taken_for_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
+    demo_into(dir.path(), &["--sim-capacity", "16GiB"]);
+    // A process killed before it wrote its header.
+    let cut = dir.path().join("vramtrace-cut-1.jsonl");
+    std::fs::write(&cut, b"{\"format\":\"vramt").unwrap();
+    let out = Command::new(vramtrace())
+        .args(["summary", "--json"])
+        .arg(dir.path())
+        .output()
+        .expect("vramtrace runs");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("holds 2 runs"), "{said}");
+    assert!(said.contains("vramtrace-cut-1.jsonl"), "{said}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
 }
 
 #[test]
@@ -246,6 +291,80 @@ fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
             }
         }
     }
+}
+
+#[test]
+fn redact_renames_the_host_in_the_snapshot_names_torch_json_lists() {
+    let (dir, _) = demo_run();
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let host = host.trim();
+    let snapshot = format!("torch-snapshot-{host}-4242-oom.pickle");
+    let info = serde_json::json!({
+        "pid": 4242,
+        "snapshots": [snapshot],
+        "ooms": [{"device": 0, "snapshot": snapshot}],
+    });
+    std::fs::write(
+        dir.path().join(format!("traces/torch-{host}-4242.json")),
+        info.to_string(),
+    )
+    .unwrap();
+    let out = Command::new(vramtrace())
+        .args(["pack", "--redact", "-o"])
+        .arg(dir.path().join("redacted.vtpack"))
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    shell(
+        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
+        dir.path(),
+    );
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir.path().join("out")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("torch-") {
+            seen += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(!text.contains(&format!("-{host}-")), "{name}: {text}");
+            assert!(
+                text.contains("torch-snapshot-host-1-4242-oom.pickle"),
+                "{text}"
+            );
+        }
+    }
+    assert_eq!(seen, 1);
+}
+
+#[test]
+fn a_pack_s_reading_errors_name_the_pack_not_where_it_was_unpacked() {
+    let (dir, _) = demo_run();
+    shell(
+        "mkdir cut && for f in traces/*.jsonl; do head -c 20000 $f > cut/$(basename $f); \
+         echo garbage >> cut/$(basename $f); done",
+        dir.path(),
+    );
+    let out = Command::new(vramtrace())
+        .args(["pack", "-o"])
+        .arg(dir.path().join("cut.vtpack"))
+        .arg(dir.path().join("cut"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(vramtrace())
+        .arg("summary")
+        .arg(dir.path().join("cut.vtpack"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cut.vtpack/vramtrace-"), "{said}");
+    assert!(!said.contains("vramtrace-pack-"), "{said}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub fn load(
 ) -> Result<Result<Run, i32>, String> {
     let run = Run::load(paths, options, each)?;
     for p in run.problems() {
+        let p = crate::pack::named_as_packs(&p);
         eprintln!("vramtrace: {}", crate::render::escape::terminal(&p));
     }
     if run.processes.is_empty() {

@@ -151,7 +151,14 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
             prepend("LD_LIBRARY_PATH", &sim.to_string_lossy()),
         );
         if let Some(c) = &args.sim_capacity {
-            cmd.env("VRAMTRACE_SIM_CAPACITY", units::parse_size(c)?.to_string());
+            // A card of no memory fails the program's first CUDA call, with no trace.
+            let bytes = units::parse_size(c)?;
+            if bytes == 0 {
+                return Err(format!(
+                    "--sim-capacity {c:?}: a simulated device needs some memory, e.g. 24GiB"
+                ));
+            }
+            cmd.env("VRAMTRACE_SIM_CAPACITY", bytes.to_string());
         }
         if let Some(n) = args.sim_devices {
             cmd.env("VRAMTRACE_SIM_DEVICES", n.to_string());
@@ -189,11 +196,15 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     );
     if traces > 0 {
         eprintln!("vramtrace: see `vramtrace summary {}`", out_dir.display());
-    } else if !args.sim {
+    } else if args.sim {
+        eprintln!("vramtrace: {NO_CUDA_CALL}");
+    } else {
         eprintln!("vramtrace: {}", why_no_trace());
     }
     Ok(exit_code(status))
 }
+
+const NO_CUDA_CALL: &str = "the command made no CUDA call, so no process left a trace";
 
 /// Why a run left no trace: the interposer writes one only once CUDA is called.
 fn why_no_trace() -> String {
@@ -203,7 +214,7 @@ fn why_no_trace() -> String {
         Err(e) => format!(
             "no NVIDIA driver could be loaded here ({e}), so nothing reached a GPU; to try vramtrace without one: vramtrace run --sim CMD"
         ),
-        Ok(_) => "the command made no CUDA call, so no process left a trace".to_string(),
+        Ok(_) => NO_CUDA_CALL.to_string(),
     }
 }
 

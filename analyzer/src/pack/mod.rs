@@ -17,6 +17,18 @@ const MAX_MEMBERS: usize = 100_000;
 /// Directories unpacked for this process, removed by [`cleanup`].
 static UNPACKED: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
 
+/// Each unpacked directory with the pack it came from, for messages.
+static SOURCES: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+/// `message` with every unpacked directory named as the pack it came from
+/// (`run.vtpack/vramtrace-h-1.jsonl:12: ...`): the directory is gone once vramtrace ends.
+pub fn named_as_packs(message: &str) -> String {
+    let sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+    sources.iter().fold(message.to_string(), |m, (dir, pack)| {
+        m.replace(&dir.display().to_string(), &pack.display().to_string())
+    })
+}
+
 /// What a pack holds, by kind.
 #[derive(Debug, Default)]
 pub struct Packed {
@@ -175,6 +187,7 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
     let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
     let dir = tempfile::Builder::new()
         .prefix("vramtrace-pack-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .map_err(err)?;
     let mut archive = tar::Archive::new(compressed::open(path).map_err(err)?);
@@ -205,6 +218,10 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
         std::io::copy(&mut entry, &mut file).map_err(err)?;
     }
     let kept = dir.path().to_path_buf();
+    SOURCES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((kept.clone(), path.to_path_buf()));
     UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
     Ok(kept)
 }
@@ -212,4 +229,22 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
 /// Removes what [`unpack`] made (called before vramtrace exits).
 pub fn cleanup() {
     UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_pack_is_unpacked_into_a_directory_only_its_owner_can_list() {
+        let run = tempfile::tempdir().unwrap();
+        std::fs::write(run.path().join("vramtrace-h-1.jsonl"), b"{}\n").unwrap();
+        let pack = run.path().join("run.vtpack");
+        super::write(&pack, &[run.path().to_path_buf()], false, false).unwrap();
+        let dir = super::unpack(&pack).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        super::cleanup();
+        assert_eq!(mode, 0o700, "{mode:o}");
+        assert!(!dir.exists());
+    }
 }

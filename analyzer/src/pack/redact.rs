@@ -41,8 +41,8 @@ impl Redactor {
         out
     }
 
-    /// A JSON document with every string that is exactly a registered host name
-    /// replaced; anything that is not JSON is returned as it was.
+    /// A JSON document with every string that is exactly a registered host name, or a
+    /// file name with one, replaced; anything that is not JSON is returned as it was.
     pub fn json(&self, content: &[u8]) -> Vec<u8> {
         let Ok(mut v) = serde_json::from_slice::<Value>(content) else {
             return content.to_vec();
@@ -58,6 +58,9 @@ impl Redactor {
             Value::String(s) => {
                 if let Some((_, to)) = self.hosts.iter().find(|(h, _)| h == s) {
                     *s = to.clone();
+                } else {
+                    // The hook's snapshot names (`torch-snapshot-HOST-PID.pickle`).
+                    *s = self.file_name(s);
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(|v| self.hosts_in_value(v)),
