@@ -10,9 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use vramtrace_schema::{reader::TraceReader, Header};
 
-/// The launcher variables that name a job, in the order they are preferred.
-const JOB_VARS: &[&str] = &["TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"];
-
 static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
 
 /// Sets the run `--run` asked for (once, at start).
@@ -21,19 +18,36 @@ pub fn choose(run: Option<String>) {
 }
 
 /// The run id recorded in a trace's header, if any.
-pub fn of_header(header: &Header) -> Option<&str> {
-    std::iter::once("VRAMTRACE_RUN_ID")
-        .chain(JOB_VARS.iter().copied())
-        .find_map(|k| header.env.get(k))
-        .map(String::as_str)
+pub fn of_header(header: &Header) -> Option<String> {
+    if let Some(id) = header
+        .env
+        .get("VRAMTRACE_RUN_ID")
         .filter(|id| !id.is_empty())
+    {
+        return Some(id.clone());
+    }
+    job_id(|k| header.env.get(k).cloned())
+}
+
+/// The launcher's id of this job step, from its variables (`get`): torchrun's run id
+/// (not its default, `none`, which every job shares), or Slurm's job and step (the
+/// nodes of one `srun` share both; two steps of one job are two runs). Without a step,
+/// a job's id alone would sum its sequential runs: none then.
+fn job_id(get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let set = |k: &str| get(k).filter(|v| !v.is_empty());
+    if let Some(id) = set("TORCHELASTIC_RUN_ID").filter(|id| id != "none") {
+        return Some(id);
+    }
+    Some(format!(
+        "{}.{}",
+        set("SLURM_JOB_ID")?,
+        set("SLURM_STEP_ID")?
+    ))
 }
 
 /// The id `vramtrace run` gives the processes it starts.
 pub fn for_new_run() -> String {
-    JOB_VARS
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    job_id(|k| std::env::var(k).ok())
         .unwrap_or_else(|| format!("{}-{}", local_stamp(), std::process::id()))
 }
 
@@ -73,10 +87,7 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
     let mut unreadable: Vec<PathBuf> = Vec::new();
     for file in files {
         let (id, start) = match TraceReader::open(&file) {
-            Ok(r) => (
-                of_header(r.header()).map(str::to_string),
-                r.header().start_unix_ns,
-            ),
+            Ok(r) => (of_header(r.header()), r.header().start_unix_ns),
             Err(_) => {
                 unreadable.push(file);
                 continue;
@@ -145,7 +156,7 @@ pub fn warn_if_other_run(dir: &Path, id: &str) {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter(|p| {
             TraceReader::open(p)
-                .map(|r| of_header(r.header()) != Some(id))
+                .map(|r| of_header(r.header()).as_deref() != Some(id))
                 .unwrap_or(true)
         })
         .count();

@@ -19,6 +19,7 @@ pub const ENV_KEYS: &[&str] = &[
     "VRAMTRACE_RUN_ID",
     "TORCHELASTIC_RUN_ID",
     "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
 ];
 
 /// Who wrote the trace, and when.

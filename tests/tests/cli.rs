@@ -9,12 +9,22 @@ const LIMIT: Duration = Duration::from_secs(300);
 
 /// `vramtrace run --sim [vt_args] DEMO` into `dir`, with no `--` before the command.
 fn demo_into(dir: &std::path::Path, vt_args: &[&str]) -> std::process::Output {
+    demo_with(dir, vt_args, &[])
+}
+
+/// [`demo_into`] with launcher variables set.
+fn demo_with(
+    dir: &std::path::Path,
+    vt_args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let mut cmd = Command::new(vramtrace());
     clean_env(&mut cmd)
         .args(["run", "--sim", "-o"])
         .arg(dir)
         .args(vt_args)
-        .arg(workload("demo"));
+        .arg(workload("demo"))
+        .envs(env.iter().copied());
     run_within(&mut cmd, LIMIT)
 }
 
@@ -399,4 +409,35 @@ fn redact_takes_the_paths_out_of_inlined_calls_too() {
         }
     }
     assert!(inlined_calls > 0, "the workload's helper is inlined");
+}
+
+/// Sequential runs of one Slurm job (no step: the batch script) or with torchrun's default
+/// run id `none` are separate runs; the nodes of one `srun` step are one.
+#[test]
+fn launcher_ids_join_a_step_never_sequential_runs() {
+    for env in [
+        &[("SLURM_JOB_ID", "77")][..],
+        &[("TORCHELASTIC_RUN_ID", "none")][..],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        demo_with(dir.path(), &["--sim-capacity", "24GiB"], env);
+        let second = demo_with(dir.path(), &["--sim-capacity", "16GiB"], env);
+        let stdout = String::from_utf8_lossy(&second.stdout);
+        let truth: serde_json::Value = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+            .map(|j| serde_json::from_str(j).unwrap())
+            .unwrap();
+        let (s, said) = summary(dir.path(), &[]);
+        assert!(said.contains("holds 2 runs"), "{env:?}: {said}");
+        assert_eq!(peak_of(&s), truth["peak_live_bytes"]["0"].as_u64().unwrap());
+    }
+    // One step on two nodes: one run, the two processes side by side.
+    let dir = tempfile::tempdir().unwrap();
+    let step = [("SLURM_JOB_ID", "77"), ("SLURM_STEP_ID", "0")];
+    demo_with(dir.path(), &["--sim-capacity", "24GiB"], &step);
+    demo_with(dir.path(), &["--sim-capacity", "16GiB"], &step);
+    let (s, said) = summary(dir.path(), &[]);
+    assert!(!said.contains("runs"), "{said}");
+    assert_eq!(s["processes"].as_array().unwrap().len(), 2);
 }

@@ -184,12 +184,33 @@ pub fn is_pack(path: &Path) -> bool {
 /// returns it. Members are plain files named without any directory part; anything else
 /// (links, devices, `../` names) is skipped.
 pub fn unpack(path: &Path) -> Result<PathBuf, String> {
-    let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
     let dir = tempfile::Builder::new()
         .prefix("vramtrace-pack-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
-        .map_err(err)?;
+        .map_err(|e| format!("{}: cannot unpack: {e}", path.display()))?;
+    unpack_into(path, dir, room_in(&std::env::temp_dir()))
+}
+
+/// Bytes a pack may unpack into `dir`'s file system: what is free there less a tenth of
+/// the file system, so that a small pack that expands hugely (a decompression bomb)
+/// stops with an error instead of filling the disk.
+fn room_in(dir: &Path) -> u64 {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return 0;
+    };
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return 0;
+    }
+    let block = s.f_frsize as u64;
+    (s.f_bavail as u64 * block).saturating_sub(s.f_blocks as u64 * block / 10)
+}
+
+fn unpack_into(path: &Path, dir: tempfile::TempDir, room: u64) -> Result<PathBuf, String> {
+    let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
+    let mut written: u64 = 0;
     let mut archive = tar::Archive::new(compressed::open(path).map_err(err)?);
     let mut count = 0;
     for entry in archive.entries().map_err(err)? {
@@ -208,6 +229,15 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
         let Some(base) = name.file_name().filter(|b| Path::new(b) == name.as_path()) else {
             continue;
         };
+        written = written.saturating_add(entry.header().size().unwrap_or(u64::MAX));
+        if written > room {
+            return Err(format!(
+                "{}: unpacks to more than the {} free for it in {}: not read",
+                path.display(),
+                crate::units::bytes(room),
+                std::env::temp_dir().display()
+            ));
+        }
         let target = dir.path().join(base);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -215,7 +245,9 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
             .mode(0o600)
             .open(&target)
             .map_err(err)?;
-        std::io::copy(&mut entry, &mut file).map_err(err)?;
+        // A member longer than its header said is cut there.
+        let size = entry.header().size().unwrap_or(0);
+        std::io::copy(&mut (&mut entry).take(size), &mut file).map_err(err)?;
     }
     let kept = dir.path().to_path_buf();
     SOURCES
@@ -246,5 +278,20 @@ mod tests {
         super::cleanup();
         assert_eq!(mode, 0o700, "{mode:o}");
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_pack_that_unpacks_past_the_room_left_is_refused() {
+        let run = tempfile::tempdir().unwrap();
+        // 1 MiB of zeros: a few hundred bytes once compressed.
+        std::fs::write(run.path().join("vramtrace-h-1.jsonl"), vec![0u8; 1 << 20]).unwrap();
+        let pack = run.path().join("run.vtpack");
+        super::write(&pack, &[run.path().to_path_buf()], false, false).unwrap();
+        assert!(std::fs::metadata(&pack).unwrap().len() < 64 << 10);
+        let into = tempfile::tempdir().unwrap();
+        let err = super::unpack_into(&pack, into, 512 << 10).unwrap_err();
+        assert!(err.contains("unpacks to more than"), "{err}");
+        let into = tempfile::tempdir().unwrap();
+        assert!(super::unpack_into(&pack, into, 2 << 20).is_ok());
     }
 }
