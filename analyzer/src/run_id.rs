@@ -8,7 +8,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use vramtrace_schema::{reader::TraceReader, Header};
+use vramtrace_schema::reader::{compressed, TraceReader};
+use vramtrace_schema::Header;
 
 static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
 
@@ -43,6 +44,14 @@ fn job_id(get: impl Fn(&str) -> Option<String>) -> Option<String> {
         set("SLURM_JOB_ID")?,
         set("SLURM_STEP_ID")?
     ))
+}
+
+/// The header of the trace at `path`, opened as a regular file only (a FIFO with a
+/// trace's name would block the open forever).
+fn header_of(path: &Path) -> Result<TraceReader<Box<dyn std::io::Read + Send>>, String> {
+    let file = crate::input::open_regular(path)?;
+    let content = compressed::decompressed(file).map_err(|e| e.to_string())?;
+    TraceReader::new(path, content).map_err(|e| e.to_string())
 }
 
 /// The id `vramtrace run` gives the processes it starts.
@@ -86,7 +95,7 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
     // being taken for a run of their own (and hidden behind a newer one).
     let mut unreadable: Vec<PathBuf> = Vec::new();
     for file in files {
-        let (id, start) = match TraceReader::open(&file) {
+        let (id, start) = match header_of(&file) {
             Ok(r) => (of_header(r.header()), r.header().start_unix_ns),
             Err(_) => {
                 unreadable.push(file);
@@ -155,7 +164,7 @@ pub fn warn_if_other_run(dir: &Path, id: &str) {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter(|p| {
-            TraceReader::open(p)
+            header_of(p)
                 .map(|r| of_header(r.header()).as_deref() != Some(id))
                 .unwrap_or(true)
         })

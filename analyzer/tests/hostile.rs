@@ -331,7 +331,7 @@ fn a_fifo_or_a_device_named_like_a_snapshot_is_left_out() {
         }
         for args in [
             vec!["timeline", d],
-            vec!["report", "-o", html.to_str().unwrap(), d],
+            vec!["report", "--force", "-o", html.to_str().unwrap(), d],
         ] {
             let out = limited(&args);
             assert_exit(&out, 0, &format!("{args:?} beside a {what}"));

@@ -107,7 +107,11 @@ pub fn write(
         // Hosts first: their names are in the file names of members packed before them.
         for (path, name) in &members {
             if is_trace_name(name) {
-                if let Ok(r) = vramtrace_schema::reader::TraceReader::open(path) {
+                let header = crate::input::open_regular(path)
+                    .ok()
+                    .and_then(|f| compressed::decompressed(f).ok())
+                    .and_then(|c| vramtrace_schema::reader::TraceReader::new(path, c).ok());
+                if let Some(r) = header {
                     redactor.host(&r.header().host);
                 }
             }
