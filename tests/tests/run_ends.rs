@@ -9,9 +9,12 @@ use vramtrace_tests::harness::{clean_env, run_within, summary_of, vramtrace, wor
 const GIB: u64 = 1 << 30;
 
 /// Runs `hold ARGS` traced on a simulated 40-GiB card into `dir`; the truths it printed.
+/// Every call is one run (one launcher job id), as the processes of one job would be:
+/// separate `vramtrace run`s would be separate runs, shown one at a time.
 fn hold(dir: &std::path::Path, args: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(vramtrace());
     clean_env(&mut cmd)
+        .env("TORCHELASTIC_RUN_ID", "one-job")
         .args(["run", "--sim", "--sim-capacity", "40GiB", "-o"])
         .arg(dir)
         .arg("--")
