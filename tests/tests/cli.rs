@@ -1,7 +1,7 @@
 //! `vramtrace run` as a newcomer types it: no `--` before the command, two runs into one
 //! directory, sizes written as Slurm and Docker write them, and a machine without a GPU.
 
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 use vramtrace_tests::harness::{clean_env, finish, run_within, vramtrace, workload, Outcome};
 
@@ -110,16 +110,7 @@ fn two_runs_in_one_directory_are_never_summed() {
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    let stdout_of = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
-    let peak_in = |stdout: &str| -> u64 {
-        let line = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
-            .expect("a truth line");
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        v["peak_live_bytes"]["0"].as_u64().unwrap()
-    };
-    let (first_peak, second_peak) = (peak_in(&stdout_of(&first)), peak_in(&stdout_of(&second)));
+    let (first_peak, second_peak) = (printed_peak(&first), printed_peak(&second));
     assert_ne!(first_peak, second_peak, "the two runs must be told apart");
 
     // The newest run, saying so.
@@ -191,13 +182,8 @@ fn a_run_without_a_gpu_says_why_and_names_sim() {
 fn demo_run() -> (tempfile::TempDir, u64) {
     let dir = tempfile::tempdir().unwrap();
     let out = demo_into(&dir.path().join("traces"), &["--sim-capacity", "24GiB"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
-        .expect("a truth line");
-    let truth: serde_json::Value = serde_json::from_str(line).unwrap();
-    (dir, truth["peak_live_bytes"]["0"].as_u64().unwrap())
+    let peak = printed_peak(&out);
+    (dir, peak)
 }
 
 fn shell(script: &str, dir: &std::path::Path) {
@@ -211,6 +197,46 @@ fn shell(script: &str, dir: &std::path::Path) {
         "{script}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `vramtrace pack EXTRA -o OUT INPUT`, which must succeed.
+fn pack(extra: &[&str], out: &std::path::Path, input: &std::path::Path) {
+    let done = pack_output(extra, out, input);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+fn pack_output(extra: &[&str], out: &std::path::Path, input: &std::path::Path) -> Output {
+    Command::new(vramtrace())
+        .arg("pack")
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .arg(input)
+        .output()
+        .unwrap()
+}
+
+/// Unpacks `NAME` in `dir` into `dir/out` with the ordinary tools, not with vramtrace.
+fn unpack_with_tools(dir: &std::path::Path, name: &str) {
+    shell(
+        &format!("mkdir out && zstd -dc {name} | tar -x -C out"),
+        dir,
+    );
+}
+
+/// The demo's peak on device 0, as the demo printed it.
+fn printed_peak(out: &Output) -> u64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
+        .expect("a truth line");
+    let truth: serde_json::Value = serde_json::from_str(line).unwrap();
+    truth["peak_live_bytes"]["0"].as_u64().unwrap()
 }
 
 #[test]
@@ -239,41 +265,19 @@ fn compressed_traces_read_as_they_are() {
 #[test]
 fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
     let (dir, peak) = demo_run();
-    let pack = |extra: &[&str], name: &str| {
-        let out = Command::new(vramtrace())
-            .arg("pack")
-            .args(extra)
-            .arg("-o")
-            .arg(dir.path().join(name))
-            .arg(dir.path().join("traces"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    pack(&[], "run.vtpack");
-    pack(&["--redact"], "redacted.vtpack");
+    let traces = dir.path().join("traces");
+    pack(&[], &dir.path().join("run.vtpack"), &traces);
+    pack(&["--redact"], &dir.path().join("redacted.vtpack"), &traces);
     for name in ["run.vtpack", "redacted.vtpack"] {
         let (s, _) = summary(&dir.path().join(name), &[]);
         assert_eq!(peak_of(&s), peak, "{name}");
     }
     // Never over an existing file.
-    let again = Command::new(vramtrace())
-        .args(["pack", "-o"])
-        .arg(dir.path().join("run.vtpack"))
-        .arg(dir.path().join("traces"))
-        .output()
-        .unwrap();
+    let again = pack_output(&[], &dir.path().join("run.vtpack"), &traces);
     assert!(!again.status.success());
 
     // Unpacked by the ordinary tools: nothing of the host, the command line or the paths.
-    shell(
-        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
-        dir.path(),
-    );
+    unpack_with_tools(dir.path(), "redacted.vtpack");
     let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
     let host = host.trim();
     let workload_path = workload("demo").display().to_string();
@@ -319,21 +323,12 @@ fn redact_renames_the_host_in_the_snapshot_names_torch_json_lists() {
         info.to_string(),
     )
     .unwrap();
-    let out = Command::new(vramtrace())
-        .args(["pack", "--redact", "-o"])
-        .arg(dir.path().join("redacted.vtpack"))
-        .arg(dir.path().join("traces"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    pack(
+        &["--redact"],
+        &dir.path().join("redacted.vtpack"),
+        &dir.path().join("traces"),
     );
-    shell(
-        "mkdir out && zstd -dc redacted.vtpack | tar -x -C out",
-        dir.path(),
-    );
+    unpack_with_tools(dir.path(), "redacted.vtpack");
     let mut seen = 0;
     for entry in std::fs::read_dir(dir.path().join("out")).unwrap() {
         let path = entry.unwrap().path();
@@ -359,13 +354,7 @@ fn a_pack_s_reading_errors_name_the_pack_not_where_it_was_unpacked() {
          echo garbage >> cut/$(basename $f); done",
         dir.path(),
     );
-    let out = Command::new(vramtrace())
-        .args(["pack", "-o"])
-        .arg(dir.path().join("cut.vtpack"))
-        .arg(dir.path().join("cut"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    pack(&[], &dir.path().join("cut.vtpack"), &dir.path().join("cut"));
     let out = Command::new(vramtrace())
         .arg("summary")
         .arg(dir.path().join("cut.vtpack"))
@@ -380,22 +369,12 @@ fn a_pack_s_reading_errors_name_the_pack_not_where_it_was_unpacked() {
 #[test]
 fn redact_takes_the_paths_out_of_inlined_calls_too() {
     let run = vramtrace_tests::harness::run_sim("inlined", &[], &[], &[]);
-    let pack = run.dir.path().join("run.vtpack");
-    let out = Command::new(vramtrace())
-        .args(["pack", "--redact", "-o"])
-        .arg(&pack)
-        .arg(run.dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    shell(
-        "mkdir out && zstd -dc run.vtpack | tar -x -C out",
+    pack(
+        &["--redact"],
+        &run.dir.path().join("run.vtpack"),
         run.dir.path(),
     );
+    unpack_with_tools(run.dir.path(), "run.vtpack");
     let mut inlined_calls = 0;
     for entry in std::fs::read_dir(run.dir.path().join("out")).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -422,15 +401,9 @@ fn launcher_ids_join_a_step_never_sequential_runs() {
         let dir = tempfile::tempdir().unwrap();
         demo_with(dir.path(), &["--sim-capacity", "24GiB"], env);
         let second = demo_with(dir.path(), &["--sim-capacity", "16GiB"], env);
-        let stdout = String::from_utf8_lossy(&second.stdout);
-        let truth: serde_json::Value = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(vramtrace_tests::truth::PREFIX))
-            .map(|j| serde_json::from_str(j).unwrap())
-            .unwrap();
         let (s, said) = summary(dir.path(), &[]);
         assert!(said.contains("holds 2 runs"), "{env:?}: {said}");
-        assert_eq!(peak_of(&s), truth["peak_live_bytes"]["0"].as_u64().unwrap());
+        assert_eq!(peak_of(&s), printed_peak(&second));
     }
     // One step on two nodes: one run, the two processes side by side.
     let dir = tempfile::tempdir().unwrap();
