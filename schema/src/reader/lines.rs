@@ -58,6 +58,8 @@ struct Line<'a> {
     requested: Option<u64>,
     #[serde(default)]
     stack: u64,
+    /// Only a header has it: see [`Lines::record`].
+    format: Option<serde::de::IgnoredAny>,
     end: Option<End>,
     frame: Option<Frame>,
     node: Option<Node>,
@@ -181,6 +183,15 @@ impl<R: Read> Lines<R> {
     }
 
     fn record(&self, line: Line, depths: &mut Depths) -> Result<Item, TraceError> {
+        // Two traces joined into one file (`cat a.jsonl b.jsonl`, or `cat` of two .gz files,
+        // which decompress as one stream) are two processes: never read as one.
+        if line.format.is_some() {
+            return Err(self.error(
+                "a second trace header: this file holds two traces joined together; what \
+                 comes before this line is read, the rest is not (split the file here)"
+                    .into(),
+            ));
+        }
         if let Some(end) = line.end {
             return Ok(Item::End(end));
         }
