@@ -192,7 +192,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         env: p.header.env.clone(),
         settings: p.header.settings.clone(),
         interposer: p.header.interposer.clone(),
-        path: p.path.clone(),
+        path: crate::pack::shown(&p.path),
         start_unix_ns: p.header.start_unix_ns,
         complete: p.ended() && cut_by(p).is_none(),
         cut_by: cut_by(p),
