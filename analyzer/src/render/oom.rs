@@ -50,9 +50,9 @@ pub fn text(v: &OomView) -> String {
         for g in f.live_groups.iter().take(TOP_GROUPS) {
             let _ = writeln!(
                 o,
-                "    {:>12}  {:>6} blocks  {}",
+                "    {:>12}  {:>13}  {}",
                 bytes(g.bytes),
-                g.blocks,
+                crate::units::count(g.blocks, "block"),
                 t(&g.who())
             );
         }
@@ -70,9 +70,9 @@ pub fn text(v: &OomView) -> String {
             for g in f.tensor_groups.iter().take(TOP_GROUPS) {
                 let _ = writeln!(
                     o,
-                    "    {:>12}  {:>6} tensors  {}",
+                    "    {:>12}  {:>14}  {}",
                     bytes(g.bytes),
-                    g.blocks,
+                    crate::units::count(g.blocks, "tensor"),
                     if g.frames.is_empty() {
                         "(no stack: allocated before the history began, or not recorded)".into()
                     } else {

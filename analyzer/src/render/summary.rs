@@ -45,9 +45,9 @@ pub fn text(s: &Summary) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:>12}  {:>6} blocks  {}{who}",
+                "  {:>12}  {:>13}  {}{who}",
                 units::bytes(g.bytes),
-                g.blocks,
+                units::count(g.blocks, "block"),
                 t(&g.who())
             );
         }
@@ -110,9 +110,9 @@ pub fn text(s: &Summary) -> String {
             for g in d.at_peak.iter().take(TOP_GROUPS) {
                 let _ = writeln!(
                     o,
-                    "    {:>12}  {:>6} blocks  {}",
+                    "    {:>12}  {:>13}  {}",
                     units::bytes(g.bytes),
-                    g.blocks,
+                    units::count(g.blocks, "block"),
                     t(&g.who())
                 );
             }
