@@ -66,6 +66,23 @@ pub fn markup(s: &str) -> Cow<'_, str> {
     })
 }
 
+/// A whole document as an attribute value (an `<iframe srcdoc>`): [`markup`], but line
+/// breaks and tabs stay what they are, as character references (`&#10;`), for a script
+/// in the document needs its line breaks; every other control is a visible escape.
+pub fn document_attribute(s: &str) -> Cow<'_, str> {
+    escaped(s, |c| match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '"' => Some("&quot;"),
+        '\'' => Some("&#39;"),
+        '\n' => Some("&#10;"),
+        '\r' => Some("&#13;"),
+        '\t' => Some("&#9;"),
+        _ => None,
+    })
+}
+
 /// JSON text (as serde_json writes it) made safe on a terminal: DEL, C1, U+2028/2029 and
 /// the bidirectional controls, which serde_json leaves raw, as `\uXXXX`. Those characters
 /// can only be inside JSON strings, where the escapes mean the same characters; C0
