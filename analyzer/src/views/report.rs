@@ -143,7 +143,12 @@ pub fn build(i: Inputs) -> ReportView {
                 let b = d.peak_requested_bytes.unwrap_or(0);
                 ("allocated", &d.tensors_at_peak, b, tensor_peak)
             } else {
-                ("reserved", &d.at_peak, d.peak_reserved_bytes, d.peak_time_ns)
+                (
+                    "reserved",
+                    &d.at_peak,
+                    d.peak_reserved_bytes,
+                    d.peak_time_ns,
+                )
             };
             Held {
                 title: gpu_label(&d.host, &d.gpu, many_hosts),

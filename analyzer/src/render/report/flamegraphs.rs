@@ -85,16 +85,15 @@ pub fn peaks(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<String>
     let room = budget.flamegraphs.saturating_sub(already);
     let _ = writeln!(o, "<section id=\"vt-peaks\"><h2>Who held the peak</h2>");
     for (i, held) in r.view.peaks.iter().enumerate().take(room) {
+        let what = if held.layer == "allocated" {
+            format!("tensors at their peak, {} requested", bytes(held.bytes))
+        } else {
+            format!("{} reserved at the peak", bytes(held.bytes))
+        };
         let _ = write!(
             o,
-            "<h3>{}: {} {} at {}</h3>",
+            "<h3>{}: {what}, at {}</h3>",
             esc(&held.title),
-            bytes(held.bytes),
-            if held.layer == "allocated" {
-                "in tensors"
-            } else {
-                "reserved"
-            },
             units::seconds(held.time_ns)
         );
         graph(o, held, &format!("vt-flame-peak-{i}"));
