@@ -42,8 +42,11 @@ pub struct Held {
     pub gpu: String,
     pub time_ns: u64,
     pub bytes: u64,
+    /// Blocks or tensors live then, in every group (not only those kept).
+    pub count: u64,
     /// `allocated` (tensors, requested bytes) or `reserved`.
     pub layer: &'static str,
+    /// The largest [`GRAPH_GROUPS`] groups.
     pub groups: Vec<Group>,
 }
 
@@ -156,6 +159,7 @@ pub fn build(i: Inputs) -> ReportView {
                 gpu: d.gpu.clone(),
                 time_ns,
                 bytes,
+                count: groups.iter().map(|g| g.blocks).sum(),
                 layer,
                 groups: groups.iter().take(GRAPH_GROUPS).cloned().collect(),
             }
@@ -184,6 +188,11 @@ pub fn build(i: Inputs) -> ReportView {
                 gpu: f.gpu.clone(),
                 time_ns: f.time_ns,
                 bytes: f.tensor_bytes.filter(|_| tensors).unwrap_or(f.live_bytes),
+                count: if tensors {
+                    f.tensor_groups.iter().map(|g| g.blocks).sum()
+                } else {
+                    f.live_blocks
+                },
                 layer: if tensors { "allocated" } else { "reserved" },
                 // A post-mortem's groups are its process's own: name the process.
                 groups: groups
@@ -309,7 +318,8 @@ fn verdict(
             bytes(f.live_bytes),
         ));
     }
-    if let Some(d) = s.devices.iter().max_by_key(|d| d.peak_reserved_bytes) {
+    // The first of equal peaks.
+    if let Some(d) = s.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes) {
         let capacity = plots
             .iter()
             .find(|p| p.host == d.host && p.gpu == d.gpu)

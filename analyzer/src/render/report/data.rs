@@ -71,6 +71,7 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
     let devices: Vec<Value> = v
         .plots
         .iter()
+        .take(budget.plots)
         .map(|p| {
             let lines: Vec<Value> = p
                 .lines
@@ -110,13 +111,12 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                 .map(|h| (h, "peak"))
                 .chain(v.failures.iter().map(|h| (h, "failed allocation")));
             for (h, label) in special.filter(|(h, _)| h.host == p.host && h.gpu == p.gpu) {
-                let n: u64 = h.groups.iter().map(|g| g.blocks).sum();
                 moments.push(json!([
                     h.time_ns,
                     label,
                     h.layer,
                     h.bytes,
-                    n,
+                    h.count,
                     who.groups(&h.groups)
                 ]));
             }

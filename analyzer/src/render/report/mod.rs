@@ -43,6 +43,8 @@ pub struct Budget {
     pub flamegraphs: usize,
     /// Rows per table.
     pub rows: usize,
+    /// GPUs drawn with a plot and a live set (the rest in a table of peaks).
+    pub plots: usize,
 }
 
 /// Budgets tried in turn until the page fits [`MAX_PAGE_BYTES`].
@@ -51,21 +53,25 @@ pub const BUDGETS: [Budget; 4] = [
         moments: usize::MAX,
         flamegraphs: 16,
         rows: 20,
+        plots: 32,
     },
     Budget {
         moments: 50,
         flamegraphs: 4,
         rows: 20,
+        plots: 12,
     },
     Budget {
         moments: 10,
         flamegraphs: 1,
         rows: 10,
+        plots: 6,
     },
     Budget {
         moments: 0,
         flamegraphs: 0,
         rows: 5,
+        plots: 3,
     },
 ];
 
@@ -96,8 +102,8 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     let mut notes = Vec::new();
     sections::header(&mut o, r);
     sections::verdict(&mut o, v, r.oom);
-    sections::devices(&mut o, r, &mut notes);
-    sections::ranks(&mut o, s);
+    sections::devices(&mut o, r, budget.plots, &mut notes);
+    sections::ranks(&mut o, s, &mut notes);
     flamegraphs::failures(&mut o, r, budget, &mut notes);
     flamegraphs::peaks(&mut o, r, budget, &mut notes);
     sections::at_end(&mut o, v, budget.rows, &mut notes);
@@ -105,7 +111,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     let embedded = data::json(r, budget, &mut notes);
     if cut {
         notes.push(format!(
-            "the page was over {} with everything, so it keeps less (moments, flamegraphs, rows)",
+            "the page was over {} with everything, so it keeps less (moments, flamegraphs, rows, plots)",
             crate::units::bytes(MAX_PAGE_BYTES as u64)
         ));
     }

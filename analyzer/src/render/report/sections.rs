@@ -67,8 +67,8 @@ pub fn verdict(o: &mut String, v: &ReportView, oom: &OomView) {
     let _ = writeln!(o, "</section>");
 }
 
-pub fn devices(o: &mut String, r: &Report, notes: &mut Vec<String>) {
-    for (i, p) in r.view.plots.iter().enumerate() {
+pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>) {
+    for (i, p) in r.view.plots.iter().enumerate().take(plots) {
         let d = r
             .summary
             .devices
@@ -123,6 +123,34 @@ pub fn devices(o: &mut String, r: &Report, notes: &mut Vec<String>) {
             ));
         }
     }
+    let rest = r.view.plots.get(plots..).unwrap_or_default();
+    if !rest.is_empty() {
+        other_gpus(o, rest);
+        notes.push(format!(
+            "GPUs: {} drawn, {} more in a table of peaks",
+            plots,
+            rest.len()
+        ));
+    }
+}
+
+/// GPUs past the plotted ones, a row each.
+fn other_gpus(o: &mut String, rest: &[crate::views::plot::DevicePlot]) {
+    let _ = writeln!(
+        o,
+        "<section id=\"vt-other-gpus\"><h2>Other GPUs</h2><table><thead><tr><th>GPU</th><th class=\"n\">peak reserved</th><th class=\"n\">at</th><th class=\"n\">failed allocations</th></tr></thead><tbody>"
+    );
+    for p in rest {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&p.title),
+            bytes(p.peak_bytes),
+            units::seconds(p.peak_time_ns),
+            p.failures.len()
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></section>");
 }
 
 /// `pid 12`, `pids 12, 13 (ranks 0, 1)`.
@@ -144,7 +172,7 @@ fn who_ran(s: &Summary, pids: &[u32]) -> String {
     out
 }
 
-pub fn ranks(o: &mut String, s: &Summary) {
+pub fn ranks(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
     if s.ranks.len() < 2 {
         return;
     }
@@ -171,6 +199,12 @@ pub fn ranks(o: &mut String, s: &Summary) {
         );
     }
     let _ = writeln!(o, "</tbody></table></section>");
+    if s.ranks.len() > PROCESS_ROWS {
+        notes.push(format!(
+            "ranks: the first {PROCESS_ROWS} of {} are listed (`vramtrace summary` lists all)",
+            s.ranks.len()
+        ));
+    }
 }
 
 pub fn at_end(o: &mut String, v: &ReportView, rows: usize, notes: &mut Vec<String>) {
