@@ -195,3 +195,46 @@ fn a_caching_allocator_run_shows_its_markers_layers_and_leaked_tensors() {
     assert!(c.dom.contains("clipped at the top"), "the NVML note");
     assert!(peak_titles(&c)[0].contains("tensors (requested bytes)"));
 }
+
+/// A run with PyTorch's snapshot beside its trace (as the startup hook writes it): the
+/// snapshot's allocated bytes join the plot on the run's clock, and the hover reads them.
+#[test]
+fn a_snapshot_beside_the_trace_joins_the_reports_plot() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    let header = &run.traces[0].header;
+    // 512 MiB of tensors allocated 1 ms into the run and still live at the dump.
+    let script = r#"
+import pickle, sys
+M = 1 << 20
+t = int(sys.argv[2]) // 1000 + 1000
+block = {"address": 1 << 40, "size": 512 * M, "requested_size": 512 * M, "state": "active_allocated"}
+segment = {"device": 0, "address": 1 << 40, "total_size": 512 * M, "stream": 0,
+           "segment_type": "large", "frames": [], "blocks": [block]}
+alloc = {"action": "alloc", "addr": 1 << 40, "size": 512 * M, "stream": 0, "time_us": t, "frames": []}
+pickle.dump({"segments": [segment], "device_traces": [[alloc]]}, open(sys.argv[1], "wb"), protocol=4)
+"#;
+    let path = run
+        .dir
+        .path()
+        .join(format!("torch-snapshot-{}.pickle", header.pid));
+    let ok = Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .arg(&path)
+        .arg(header.start_unix_ns.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let c = check(browser, &report(&run), "demo-with-snapshot");
+    assert_first_screen_and_interaction(&c, 1);
+    let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
+    let pytorch = format!("allocated (PyTorch), pid {} 512.0 MiB", header.pid);
+    assert!(hover.contains(&pytorch), "{pytorch} in {hover}");
+    assert!(
+        c.dom.contains("allocated (PyTorch), pid"),
+        "the legend names it"
+    );
+}
