@@ -7,9 +7,16 @@ mod browser;
 mod common;
 use browser::*;
 use common::*;
+use serde_json::json;
+
+fn marker(t: u64, name: u64) -> String {
+    json!({"t": t, "tid": 7, "dev": 0, "api": "vramtrace_marker", "res": 0, "handle": name})
+        .to_string()
+}
 
 /// A run of one process: 3 GiB then 1 GiB more, 3 GiB freed, 8 GiB refused. The peak is
-/// 4 GiB at 20 ms; 1 GiB is live from 30 ms until the process ends.
+/// 4 GiB at 20 ms; 1 GiB is live from 30 ms until the process ends. A phase `forward`
+/// runs from 5 to 25 ms, and a marker `checkpoint` comes at 35 ms.
 #[test]
 fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
     let Some(browser) = browser() else {
@@ -23,11 +30,17 @@ fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
         "vramtrace-h-10.jsonl",
         &[
             header(10, "h", S, 1_700_000_000 * S, Some("0")),
+            json!({"name": {"id": 1, "text": "forward"}}).to_string(),
+            json!({"name": {"id": 2, "text": "/forward"}}).to_string(),
+            json!({"name": {"id": 3, "text": "checkpoint"}}).to_string(),
+            marker(5 * MS, 1),
             alloc(10 * MS, 0, "cudaMalloc", 0x1000, 3 * GIB),
             alloc(20 * MS, 0, "cuMemAlloc_v2", 0x2000, GIB),
+            marker(25 * MS, 2),
+            marker(35 * MS, 3),
             free(30 * MS, 0, "cudaFree", 0x1000),
             failed(40 * MS, 0, "cudaMalloc", 8 * GIB),
-            end(50 * MS, 4),
+            end(50 * MS, 7),
         ],
     );
     let html = dir.path().join("report.html");

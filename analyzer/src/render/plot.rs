@@ -418,3 +418,67 @@ fn trim_secs(s: f64) -> String {
     let t = t.trim_end_matches('0').trim_end_matches('.');
     format!("{t}s")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::plot::Line;
+
+    const GIB: u64 = 1 << 30;
+
+    fn plot(lines: Vec<Line>, capacity: Option<u64>, peak: u64) -> DevicePlot {
+        DevicePlot {
+            host: "h".into(),
+            gpu: "0".into(),
+            title: "GPU 0".into(),
+            lines,
+            capacity_bytes: capacity,
+            peak_bytes: peak,
+            peak_time_ns: 1,
+            failures: Vec::new(),
+            markers: Vec::new(),
+            phases: Vec::new(),
+            marks_left_out: 0,
+            points_merged: false,
+        }
+    }
+
+    fn line(layer: &'static str, most: u64) -> Line {
+        Line {
+            layer,
+            who: "all processes".into(),
+            points: vec![(0, 0), (1_000, most)],
+        }
+    }
+
+    /// The demo's case: a 23.1 GiB peak on a 24 GiB card; the axis ended at 16 GiB.
+    #[test]
+    fn the_axis_ends_at_a_tick_above_the_peak_and_the_capacity() {
+        let peak = 231 * GIB / 10;
+        let (top, step, notes) = y_scale(&plot(vec![line("reserved", peak)], Some(24 * GIB), peak));
+        assert!(top >= (24 * GIB) as f64, "{top}");
+        assert_eq!(top % step, 0.0, "the top is a tick");
+        assert!(notes.is_empty(), "{notes:?}");
+        let svg = svg(
+            &plot(vec![line("reserved", peak)], Some(24 * GIB), peak),
+            "p",
+            true,
+        );
+        assert!(svg.contains(">24.0 GiB</text>") && svg.contains("capacity 24.0 GiB"));
+        assert!(svg.contains("viewBox=\"0 0 960 300\""));
+    }
+
+    /// NVML's line far above the rest (the context, other programs) and an 80 GiB card
+    /// under a 40 MiB run would flatten the other layers: both are left above the scale,
+    /// and the notes say so.
+    #[test]
+    fn a_line_or_capacity_far_above_the_rest_is_clipped_and_noted() {
+        let mib = 1 << 20;
+        let lines = vec![line("device", 340 * mib), line("reserved", 40 * mib)];
+        let (top, _, notes) = y_scale(&plot(lines, Some(80 * GIB), 40 * mib));
+        assert!(top < (60 * mib) as f64, "{top}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("device (NVML) reaches 340.0 MiB: clipped"));
+        assert!(notes[1].starts_with("capacity 80.0 GiB: above the scale"));
+    }
+}
