@@ -287,7 +287,14 @@ fn verdict(
     many_hosts: bool,
 ) -> Vec<String> {
     let mut v = Vec::new();
-    let secs = |t: u64| units::seconds(t);
+    // A snapshot without times is one moment: no time is worth saying.
+    let secs = |t: u64| {
+        if s.duration_ns == 0 {
+            "its dump".to_string()
+        } else {
+            units::seconds(t)
+        }
+    };
     let failed: u64 = s.processes.iter().map(|p| p.failed_allocations).sum();
     if let Some(f) = oom.failures.first() {
         let capacity = plots

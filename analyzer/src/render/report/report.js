@@ -70,8 +70,12 @@
   function liveset(i, d, k, asked) {
     var box = document.getElementById('vt-live-' + i);
     box.textContent = '';
-    if (k < 0 || !d.moments.length) {
+    if (!d.moments.length) {
       box.appendChild(el('p', 'muted', 'No live set was kept for this GPU.'));
+      return;
+    }
+    if (k < 0) {
+      box.appendChild(el('p', 'muted', 'Nothing was live yet: the first moment kept is at ' + secs(d.moments[0][0]) + '.'));
       return;
     }
     var m = d.moments[k];
