@@ -62,7 +62,19 @@ pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
 /// An SVG flamegraph of folded lines (bytes as the width), titled `title`; without lines,
 /// one bar saying `nothing` (`nothing live`, `nothing leaked`).
 pub fn svg(lines: &[String], title: &str, nothing: &str) -> Result<String, String> {
+    svg_of_width(lines, title, nothing, None)
+}
+
+/// [`svg`] `width` pixels wide; `None`: as wide as where it is shown (inferno's script
+/// sizes it when the SVG is opened as a file).
+pub fn svg_of_width(
+    lines: &[String],
+    title: &str,
+    nothing: &str,
+    width: Option<usize>,
+) -> Result<String, String> {
     let mut options = inferno::flamegraph::Options::default();
+    options.image_width = width;
     options.title = title.to_string();
     options.count_name = "bytes".into();
     options.name_type = "Allocated by:".into();
