@@ -159,6 +159,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "mem_locations",
+        "mem_locations.c",
+        "mem-locations",
+        Link::Driver,
+        &[],
+    ),
+    (
         "expandable",
         "expandable.c",
         "expandable",

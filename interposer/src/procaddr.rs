@@ -41,6 +41,14 @@ const VARIANTS: &[(&str, i32, Slot, Option<Slot>)] = &[
     ("cuMemPoolCreate", 11020, Slot::cuMemPoolCreate, None),
     ("cuMemPoolDestroy", 11020, Slot::cuMemPoolDestroy, None),
     ("cuMemPoolTrimTo", 11020, Slot::cuMemPoolTrimTo, None),
+    // CUDA 13: pools by location and allocation type.
+    (
+        "cuMemGetDefaultMemPool",
+        13000,
+        Slot::cuMemGetDefaultMemPool,
+        None,
+    ),
+    ("cuMemGetMemPool", 13000, Slot::cuMemGetMemPool, None),
     (
         "cuMemAddressReserve",
         10020,
