@@ -166,6 +166,20 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "runtime_locations_dynamic",
+        "runtime_locations.c",
+        "runtime-locations",
+        Link::DynamicRuntime13,
+        &[],
+    ),
+    (
+        "runtime_locations_static",
+        "runtime_locations.c",
+        "runtime-locations",
+        Link::StaticRuntime13,
+        &[],
+    ),
+    (
         "expandable",
         "expandable.c",
         "expandable",

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use vramtrace_schema::{Api, Location};
-use vramtrace_tests::harness::{check, run_sim, same};
+use vramtrace_tests::harness::{check, run_sim, same, static_runtime_names};
 
 /// `{"host": bytes, ...}` from the truth or from the summary.
 fn by_location(truth: &Value, key: &str) -> BTreeMap<String, u64> {
@@ -16,6 +16,20 @@ fn by_location(truth: &Value, key: &str) -> BTreeMap<String, u64> {
         .iter()
         .map(|(l, b)| (l.clone(), b.as_u64().unwrap()))
         .collect()
+}
+
+/// The summary's figures by location of the run's one process: (peaks, at the end).
+fn summary_by_location(summary: &Value) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let (mut peaks, mut at_end) = (BTreeMap::new(), BTreeMap::new());
+    for l in summary["processes"][0]["memory_by_location"]
+        .as_array()
+        .unwrap()
+    {
+        let name = l["location"].as_str().unwrap().to_string();
+        peaks.insert(name.clone(), l["peak_bytes"].as_u64().unwrap());
+        at_end.insert(name, l["bytes_at_end"].as_u64().unwrap());
+    }
+    (peaks, at_end)
 }
 
 #[test]
@@ -29,13 +43,7 @@ fn host_and_managed_pool_memory_is_reported_by_location_never_as_device_memory()
 
     let summary = run.summary();
     let process = &summary["processes"][0];
-    let mut peaks = BTreeMap::new();
-    let mut at_end = BTreeMap::new();
-    for l in process["memory_by_location"].as_array().unwrap() {
-        let name = l["location"].as_str().unwrap().to_string();
-        peaks.insert(name.clone(), l["peak_bytes"].as_u64().unwrap());
-        at_end.insert(name, l["bytes_at_end"].as_u64().unwrap());
-    }
+    let (peaks, at_end) = summary_by_location(&summary);
     assert_eq!(peaks, by_location(truth, "location_peak_bytes"));
     assert_eq!(at_end, by_location(truth, "location_bytes_at_end"));
     // Pinned host memory is every host location together; never the managed pool.
@@ -86,5 +94,27 @@ fn host_and_managed_pool_memory_is_reported_by_location_never_as_device_memory()
         "managed pool memory (unified memory, not device memory): peak 38.0 MiB, 6.0 MiB at the end",
     ] {
         assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+}
+
+/// The same through the CUDA 13 runtime: `cudaMemPoolCreate` with a host NUMA location,
+/// `cudaMemGetDefaultMemPool` / `cudaMemGetMemPool` for the managed and host pools. The
+/// static runtime has no `cuda*` symbols: its calls are seen, located, at the driver.
+#[test]
+fn runtime_pools_by_location_dynamic_and_static() {
+    for (exe, rename) in [
+        (
+            "runtime_locations_dynamic",
+            same as fn(&str) -> Option<String>,
+        ),
+        ("runtime_locations_static", static_runtime_names),
+    ] {
+        let run = run_sim(exe, &[], &[], &[]);
+        assert!(run.output.status.success(), "{exe}: {}", run.stderr());
+        let truth = run.truth("runtime-locations");
+        check(&run, truth, rename);
+        let (peaks, at_end) = summary_by_location(&run.summary());
+        assert_eq!(peaks, by_location(truth, "location_peak_bytes"), "{exe}");
+        assert_eq!(at_end, by_location(truth, "location_bytes_at_end"), "{exe}");
     }
 }
