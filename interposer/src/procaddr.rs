@@ -133,6 +133,21 @@ mod tests {
         }
     }
 
+    /// CUDA 13's pools by location exist from 13000 only: an older version gets no
+    /// wrapper (the symbol is not there to wrap).
+    #[test]
+    fn pools_by_location_are_wrapped_from_cuda_13() {
+        for (base, slot) in [
+            ("cuMemGetDefaultMemPool", Slot::cuMemGetDefaultMemPool),
+            ("cuMemGetMemPool", Slot::cuMemGetMemPool),
+        ] {
+            assert_eq!(variant(base.as_bytes(), 12090, 0), None, "{base}");
+            assert_eq!(variant(base.as_bytes(), 13000, 0), Some(slot), "{base}");
+            assert_eq!(variant(base.as_bytes(), 13050, 2), Some(slot), "{base}");
+        }
+        assert_eq!(variant(b"cuMemSetMemPool", 13000, 0), None);
+    }
+
     #[test]
     fn lookup_function_forms() {
         assert_eq!(

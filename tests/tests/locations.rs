@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use vramtrace_schema::{Api, Location};
-use vramtrace_tests::harness::{check, run_sim, same, static_runtime_names};
+use vramtrace_tests::harness::{check, run_sim, same, static_runtime_names, Trace};
 
 /// `{"host": bytes, ...}` from the truth or from the summary.
 fn by_location(truth: &Value, key: &str) -> BTreeMap<String, u64> {
@@ -117,4 +117,39 @@ fn runtime_pools_by_location_dynamic_and_static() {
         assert_eq!(peaks, by_location(truth, "location_peak_bytes"), "{exe}");
         assert_eq!(at_end, by_location(truth, "location_bytes_at_end"), "{exe}");
     }
+}
+
+/// `loc` is read by the fast parser and by the general one alike, and a location this
+/// reader does not know (a newer driver's) skips its event, counted as unknown: its bytes
+/// are not known to be device memory, so they are in no figure.
+#[test]
+fn locations_are_read_by_both_parsers_and_unknown_ones_are_skipped() {
+    let run = run_sim("mem_locations", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let written = run.trace_for(run.truth("mem-locations"));
+    let text = std::fs::read_to_string(&written.path).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let reread = |name: &str, body: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        Trace::read(&path).unwrap()
+    };
+
+    // A space after the key's colon: not the interposer's exact form, so serde reads it.
+    let general = reread(
+        "general.jsonl",
+        text.replace("\"loc\":\"managed\"", "\"loc\": \"managed\""),
+    );
+    assert_eq!(general.events, written.events);
+
+    let newer = reread(
+        "newer.jsonl",
+        text.replacen("\"loc\":\"host_numa_current\"", "\"loc\":\"far_away\"", 1),
+    );
+    assert_eq!(newer.events.len(), written.events.len() - 1);
+    assert_eq!(newer.notes.unknown_apis, 1);
+    assert!(newer
+        .events
+        .iter()
+        .all(|e| e.loc != Location::HostNumaCurrent));
 }
