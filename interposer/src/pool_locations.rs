@@ -69,25 +69,26 @@ pub fn note(pool: u64, loc: Location, numa: Option<u32>) {
 
 static FULL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The pool was destroyed.
+/// The pool was destroyed. Every slot that holds it: two threads noting one pool at
+/// once may both have taken a slot.
 pub fn forget(pool: u64) {
     let used = USED.load(Ordering::Acquire);
     for s in &TABLE[..used] {
-        if s.pool
-            .compare_exchange(pool, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            return;
-        }
+        let _ = s
+            .pool
+            .compare_exchange(pool, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
 /// Where memory from `pool` lives: `Device` unless a host or managed pool was noted.
 #[inline]
 pub fn of(pool: u64) -> (Location, Option<u32>) {
+    if pool == 0 {
+        return (Location::Device, None);
+    }
     let used = USED.load(Ordering::Acquire);
     for s in &TABLE[..used] {
-        if s.pool.load(Ordering::Acquire) == pool && pool != 0 {
+        if s.pool.load(Ordering::Acquire) == pool {
             return Location::from_word(s.value.load(Ordering::Acquire));
         }
     }
