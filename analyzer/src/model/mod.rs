@@ -8,6 +8,7 @@ mod block;
 mod device;
 mod failure;
 pub mod layers;
+mod off_device;
 mod physical;
 mod process;
 
@@ -18,4 +19,5 @@ pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use block::{Block, GroupKey};
 pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{AllocatorState, Failure, KEPT_FAILURES, RECENT_EVENTS};
+pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Change, Counts, ProcessModel};

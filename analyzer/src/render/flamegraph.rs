@@ -46,7 +46,7 @@ pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
     leaks
         .groups
         .iter()
-        .filter(|g| g.kind != "host" && g.bytes > 0)
+        .filter(|g| g.device_memory() && g.bytes > 0)
         .map(|g| {
             let mut parts = vec![format!("pid {}", g.pid)];
             let frames = stacks::folded(&g.frames);

@@ -3,7 +3,7 @@
 use super::escape::terminal as t;
 use crate::units;
 use crate::views::preallocation;
-use crate::views::summary::Summary;
+use crate::views::summary::{ProcessSummary, Summary};
 use std::fmt::Write;
 
 /// Groups shown per device.
@@ -127,6 +127,7 @@ pub fn text(s: &Summary) -> String {
                 units::bytes(p.peak_pinned_host_bytes)
             );
         }
+        locations(o, p);
         for f in &p.failures {
             let driver = match (f.driver_free_bytes, f.driver_total_bytes) {
                 (Some(free), Some(total)) => format!(
@@ -206,6 +207,29 @@ fn ranks_table(o: &mut String, s: &Summary) {
             r.peak_requested_bytes.map_or("-".into(), units::bytes),
             r.failed_allocations,
             if r.highest { "  <- highest peak" } else { "" }
+        );
+    }
+}
+
+/// Memory that is not device memory, a line per location, where the trace says more than
+/// plain pinned host memory (the line above): host NUMA nodes, managed pools.
+fn locations(o: &mut String, p: &ProcessSummary) {
+    if p.memory_by_location.iter().all(|l| l.location == "host") {
+        return;
+    }
+    for l in &p.memory_by_location {
+        let label = match l.location {
+            "host" => "  pinned host memory on the host",
+            "host_numa" => "  pinned host memory on a host NUMA node",
+            "host_numa_current" => "  pinned host memory on the caller's NUMA node",
+            "managed" => "  managed pool memory (unified memory, not device memory)",
+            other => other,
+        };
+        let _ = writeln!(
+            o,
+            "{label}: peak {}, {} at the end",
+            units::bytes(l.peak_bytes),
+            units::bytes(l.bytes_at_end)
         );
     }
 }

@@ -3,6 +3,7 @@
 use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
+use crate::location::Location;
 use crate::stacks::{Frame, Node, MAX_STACK_DEPTH};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -56,6 +57,9 @@ struct Line<'a> {
     free: Option<u64>,
     total: Option<u64>,
     requested: Option<u64>,
+    #[serde(borrow)]
+    loc: Option<Cow<'a, str>>,
+    numa: Option<u32>,
     #[serde(default)]
     stack: u64,
     /// Only a header has it: see [`Lines::record`].
@@ -221,6 +225,13 @@ impl<R: Read> Lines<R> {
         let Some(api) = Api::from_name(&name) else {
             return Ok(Item::UnknownApi);
         };
+        // A location this reader does not know is memory it cannot place: the event is
+        // skipped like one of an unknown API, not counted as device memory.
+        let loc = match line.loc.as_deref().map(Location::from_name) {
+            None => Location::Device,
+            Some(Some(loc)) => loc,
+            Some(None) => return Ok(Item::UnknownApi),
+        };
         let Some(t) = line.t else {
             return Err(self.error(format!("event {name} has no \"t\" (time)")));
         };
@@ -239,6 +250,8 @@ impl<R: Read> Lines<R> {
             free: line.free,
             total: line.total,
             requested: line.requested,
+            loc,
+            numa: line.numa,
             stack: line.stack,
         })
     }
