@@ -125,6 +125,7 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
             .set(conf)
             .map_err(|e| format!("{}: PYTORCH_ALLOC_CONF: {e}", args.path.display()))?;
     }
+    crate::whatif::from_snapshot::infer_expandable(&snap, &mut recorded);
     let hs = histories(&snap, &recorded).map_err(|e| format!("{name}: {e}"))?;
     if hs.is_empty() {
         return Err(format!(

@@ -7,7 +7,8 @@ use super::input::{Event, History};
 use super::replay::{replay, Driver};
 
 /// Settings tried, in `PYTORCH_CUDA_ALLOC_CONF`'s words.
-pub const COMMON: [&str; 3] = [
+pub const COMMON: [&str; 4] = [
+    "expandable_segments:True",
     "max_split_size_mb:128",
     "max_split_size_mb:512",
     "roundup_power2_divisions:4",
@@ -21,8 +22,8 @@ pub struct Avoidance {
     /// Whether the recorded settings fail there too on that card; if not, no verdict.
     pub reproduced: bool,
     /// Each setting of [`COMMON`], and whether the request got memory under it with no
-    /// failure before it.
-    pub settings: Vec<(&'static str, bool)>,
+    /// failure before it; or why it could not be replayed (a combination not modelled).
+    pub settings: Vec<(&'static str, Result<bool, String>)>,
 }
 
 /// The card the recorded run had, as the first recorded failure shows it: the bytes the
@@ -78,7 +79,7 @@ pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String
         for conf in COMMON {
             let mut s = h.settings.clone();
             s.set(conf)?;
-            settings.push((conf, served(&replay(h, &s, card, false)?)));
+            settings.push((conf, replay(h, &s, card, false).map(|o| served(&o))));
         }
     }
     Ok(Some(Avoidance {

@@ -27,6 +27,9 @@ pub enum Event {
     /// Recorded driver calls: checked against the replay under the recorded settings.
     SegmentAlloc(Span),
     SegmentFree(Span),
+    /// Pages mapped into, or unmapped from, an expandable segment.
+    SegmentMap(Span),
+    SegmentUnmap(Span),
     /// A request for `size` bytes that failed in the recorded run; `device_free`: what
     /// the driver then reported free.
     Oom {
@@ -57,6 +60,19 @@ pub struct History {
     pub end: Option<Vec<StartSegment>>,
     /// The settings of the recorded run.
     pub settings: Settings,
+}
+
+impl Event {
+    /// A driver call the recording shows, not a request.
+    pub fn is_segment_event(&self) -> bool {
+        matches!(
+            self,
+            Event::SegmentAlloc(_)
+                | Event::SegmentFree(_)
+                | Event::SegmentMap(_)
+                | Event::SegmentUnmap(_)
+        )
+    }
 }
 
 impl History {

@@ -8,6 +8,7 @@ pub mod avoid;
 pub mod blocks;
 pub mod check;
 pub mod device;
+pub mod expandable;
 pub mod from_snapshot;
 pub mod input;
 pub mod oom;

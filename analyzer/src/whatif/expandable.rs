@@ -1,0 +1,227 @@
+//! `expandable_segments:True` (PyTorch's `ExpandableSegment`, `find_expandable_block`,
+//! `map_block`, `unmap_block`): per stream and pool, one reservation of address space of
+//! 1 1/8 the card, into which pages (2 MiB in the small pool, 20 MiB in the large one) are
+//! mapped as requests need them, at the lowest address where the free and unmapped space
+//! fits the request; when memory runs short, the wholly free pages of free blocks are
+//! unmapped, and a reservation with nothing mapped is given back.
+
+use super::allocator::{Allocator, Change, SegmentInfo};
+use super::blocks::{Block, NONE};
+use super::device::Device;
+use super::input::Span;
+use super::sizes::{Pool, LARGE_BUFFER, SMALL_BUFFER};
+
+/// The page an expandable segment of `pool` maps at a time.
+pub fn page_size(pool: Pool) -> u64 {
+    match pool {
+        Pool::Small => SMALL_BUFFER,
+        Pool::Large => LARGE_BUFFER,
+    }
+}
+
+impl Allocator {
+    /// The address space a reservation spans: the card and an eighth, in whole pages.
+    fn address_space(&self, pool: Pool) -> u64 {
+        let page = page_size(pool);
+        (self.card_total + self.card_total / 8).div_ceil(page) * page
+    }
+
+    /// `try_allocate_expandable_block`: a free block of at least `size` bytes, mapped as
+    /// needed, out of its pool; `None` when the driver has no memory for the pages (the
+    /// pages mapped before that stay mapped, as in PyTorch).
+    pub(super) fn alloc_expandable(
+        &mut self,
+        dev: &mut dyn Device,
+        pool: Pool,
+        stream: u64,
+        size: u64,
+    ) -> Option<u32> {
+        let mut c = self.find_expandable_block(dev, pool, stream, size);
+        if !self.block(c).mapped {
+            let want = self.block(c).size.min(size);
+            c = self.map_block(dev, c, want)?;
+        }
+        while self.block(c).size < size {
+            let remaining = size - self.block(c).size;
+            let next = self.block(c).next;
+            let want = self.block(next).size.min(remaining);
+            c = self.map_block(dev, next, want)?;
+        }
+        self.remove_free(c);
+        Some(c)
+    }
+
+    /// The lowest unmapped block of the stream's pool that, with the free block before it
+    /// and the free or unmapped ones after it, spans `size` bytes; else a new reservation.
+    fn find_expandable_block(
+        &mut self,
+        dev: &mut dyn Device,
+        pool: Pool,
+        stream: u64,
+        size: u64,
+    ) -> u32 {
+        let p = Self::pool_index(pool);
+        let candidates: Vec<u32> = self.unmapped[p]
+            .range((stream, 0)..)
+            .take_while(|(k, _)| k.0 == stream)
+            .map(|(_, &id)| id)
+            .collect();
+        for mut c in candidates {
+            let prev = self.block(c).prev;
+            if prev != NONE && !self.block(prev).busy() {
+                c = prev;
+            }
+            let (mut bytes, mut b) = (0, c);
+            while bytes < size && b != NONE && !self.block(b).busy() {
+                bytes += self.block(b).size;
+                b = self.block(b).next;
+            }
+            if bytes >= size {
+                return c;
+            }
+        }
+        let space = self.address_space(pool);
+        let mut addr = dev.reserve(space);
+        let overlaps = self
+            .segments
+            .range(..addr.saturating_add(space))
+            .next_back();
+        if overlaps.is_some_and(|(&a, s)| a + s.size > addr) {
+            // A recorded address inside a reservation the replay holds: the replay has
+            // drifted (its next map says so); place the new one above every segment.
+            let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
+            addr = top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER;
+        }
+        let gc_base = self.gc_now(pool);
+        let id = self.new_block(Block {
+            addr,
+            size: space,
+            requested: 0,
+            stream,
+            pool,
+            allocated: false,
+            pending_free: false,
+            prev: NONE,
+            next: NONE,
+            gc_base,
+            mapped: false,
+            expandable: true,
+        });
+        self.segments.insert(
+            addr,
+            SegmentInfo {
+                size: space,
+                stream,
+                pool,
+                first: id,
+                expandable: true,
+            },
+        );
+        self.insert_free(id);
+        id
+    }
+
+    /// Maps the pages covering the first `size` bytes of unmapped block `id`, which then
+    /// merges with the free blocks beside it; the merged free block, in its pool.
+    fn map_block(&mut self, dev: &mut dyn Device, id: u32, size: u64) -> Option<u32> {
+        let b = self.block(id).clone();
+        let mapped = size.div_ceil(page_size(b.pool)) * page_size(b.pool);
+        if !dev.map(b.addr, mapped, self.reserved) {
+            return None;
+        }
+        self.remove_free(id);
+        if mapped < b.size {
+            let rest = self.new_block(Block {
+                addr: b.addr + mapped,
+                size: b.size - mapped,
+                prev: id,
+                ..b.clone()
+            });
+            if b.next != NONE {
+                self.blocks[b.next as usize].prev = rest;
+            }
+            self.blocks[id as usize].next = rest;
+            self.insert_free(rest);
+        }
+        let blk = &mut self.blocks[id as usize];
+        blk.mapped = true;
+        blk.size = mapped;
+        let (prev, next) = (blk.prev, blk.next);
+        self.merge(id, prev);
+        self.merge(id, next);
+        self.blocks[id as usize].gc_base = self.gc_now(b.pool);
+        self.insert_free(id);
+        self.reserved += mapped;
+        self.changes.push(Change::SegmentMap(Span {
+            addr: b.addr,
+            size: mapped,
+            stream: b.stream,
+        }));
+        Some(id)
+    }
+
+    /// Unmaps the whole pages inside free block `id` (the parts before and after them stay
+    /// free blocks); gives the reservation back when nothing of it is mapped any more.
+    pub(super) fn unmap_block(&mut self, dev: &mut dyn Device, id: u32) {
+        let b = self.block(id).clone();
+        let Some((base, _)) = self.segment_at(b.addr) else {
+            return;
+        };
+        let page = page_size(b.pool);
+        let begin = base + (b.addr - base).div_ceil(page) * page;
+        let end = base + (b.addr + b.size - base) / page * page;
+        if begin >= end {
+            return;
+        }
+        self.remove_free(id);
+        if begin > b.addr {
+            let before = self.new_block(Block {
+                size: begin - b.addr,
+                next: id,
+                ..b.clone()
+            });
+            if b.prev != NONE {
+                self.blocks[b.prev as usize].next = before;
+            }
+            self.retarget_segment(b.addr, before);
+            self.blocks[id as usize].prev = before;
+            self.insert_free(before);
+        }
+        if end < b.addr + b.size {
+            let after = self.new_block(Block {
+                addr: end,
+                size: b.addr + b.size - end,
+                prev: id,
+                ..b.clone()
+            });
+            if b.next != NONE {
+                self.blocks[b.next as usize].prev = after;
+            }
+            self.blocks[id as usize].next = after;
+            self.insert_free(after);
+        }
+        let blk = &mut self.blocks[id as usize];
+        blk.addr = begin;
+        blk.size = end - begin;
+        blk.mapped = false;
+        let (prev, next) = (blk.prev, blk.next);
+        self.merge(id, prev);
+        self.merge(id, next);
+        self.insert_free(id);
+        self.reserved -= end - begin;
+        dev.unmap(begin, end - begin);
+        self.changes.push(Change::SegmentUnmap(Span {
+            addr: begin,
+            size: end - begin,
+            stream: b.stream,
+        }));
+        if !self.block(id).is_split() {
+            // Nothing mapped: `release_expandable_segment`, which the trace does not show.
+            let addr = self.block(id).addr;
+            self.remove_free(id);
+            self.segments.remove(&addr);
+            self.spare.push(id);
+            dev.release(addr);
+        }
+    }
+}
