@@ -121,8 +121,16 @@ impl Allocator {
         self.allowed_maximum.is_some() && self.settings.garbage_collection_threshold > 0.0
     }
 
-    /// Adds a segment with one free block covering it; returns that block.
-    pub(super) fn add_segment(&mut self, addr: u64, size: u64, stream: u64, pool: Pool) -> u32 {
+    /// Adds a segment with one free block covering it (for an expandable segment, one
+    /// unmapped block: address space only); returns that block, not yet in its pool.
+    pub(super) fn add_segment(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stream: u64,
+        pool: Pool,
+        expandable: bool,
+    ) -> u32 {
         let gc_base = self.gc_now(pool);
         let id = self.new_block(Block {
             addr,
@@ -135,8 +143,8 @@ impl Allocator {
             prev: NONE,
             next: NONE,
             gc_base,
-            mapped: true,
-            expandable: false,
+            mapped: !expandable,
+            expandable,
         });
         self.segments.insert(
             addr,
@@ -145,10 +153,12 @@ impl Allocator {
                 stream,
                 pool,
                 first: id,
-                expandable: false,
+                expandable,
             },
         );
-        self.reserved += size;
+        if !expandable {
+            self.reserved += size;
+        }
         id
     }
 
@@ -163,7 +173,7 @@ impl Allocator {
         }
         let pool = pool_of_segment(seg.size);
         // The free block covering the rest of the segment, not yet in the pool.
-        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, pool));
+        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, pool, false));
         for b in &seg.blocks {
             let c = rest
                 .map(|id| self.block(id).clone())
@@ -196,7 +206,7 @@ impl Allocator {
     }
 
     /// Cuts block `id` (not in a pool) after `size` bytes; returns the new block after it.
-    fn split_off(&mut self, id: u32, size: u64) -> u32 {
+    pub(super) fn split_off(&mut self, id: u32, size: u64) -> u32 {
         let b = self.block(id).clone();
         let tail = self.new_block(Block {
             addr: b.addr + size,

@@ -5,8 +5,8 @@
 //! fits the request; when memory runs short, the wholly free pages of free blocks are
 //! unmapped, and a reservation with nothing mapped is given back.
 
-use super::allocator::{Allocator, Change, SegmentInfo};
-use super::blocks::{Block, NONE};
+use super::allocator::{Allocator, Change};
+use super::blocks::NONE;
 use super::device::Device;
 use super::input::Span;
 use super::sizes::{Pool, LARGE_BUFFER, SMALL_BUFFER};
@@ -92,31 +92,7 @@ impl Allocator {
             let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
             addr = top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER;
         }
-        let gc_base = self.gc_now(pool);
-        let id = self.new_block(Block {
-            addr,
-            size: space,
-            requested: 0,
-            stream,
-            pool,
-            allocated: false,
-            pending_free: false,
-            prev: NONE,
-            next: NONE,
-            gc_base,
-            mapped: false,
-            expandable: true,
-        });
-        self.segments.insert(
-            addr,
-            SegmentInfo {
-                size: space,
-                stream,
-                pool,
-                first: id,
-                expandable: true,
-            },
-        );
+        let id = self.add_segment(addr, space, stream, pool, true);
         self.insert_free(id);
         id
     }
@@ -131,16 +107,7 @@ impl Allocator {
         }
         self.remove_free(id);
         if mapped < b.size {
-            let rest = self.new_block(Block {
-                addr: b.addr + mapped,
-                size: b.size - mapped,
-                prev: id,
-                ..b.clone()
-            });
-            if b.next != NONE {
-                self.blocks[b.next as usize].prev = rest;
-            }
-            self.blocks[id as usize].next = rest;
+            let rest = self.split_off(id, mapped);
             self.insert_free(rest);
         }
         let blk = &mut self.blocks[id as usize];
@@ -162,7 +129,7 @@ impl Allocator {
 
     /// Unmaps the whole pages inside free block `id` (the parts before and after them stay
     /// free blocks); gives the reservation back when nothing of it is mapped any more.
-    pub(super) fn unmap_block(&mut self, dev: &mut dyn Device, id: u32) {
+    pub(super) fn unmap_block(&mut self, dev: &mut dyn Device, mut id: u32) {
         let b = self.block(id).clone();
         let Some((base, _)) = self.segment_at(b.addr) else {
             return;
@@ -175,35 +142,17 @@ impl Allocator {
         }
         self.remove_free(id);
         if begin > b.addr {
-            let before = self.new_block(Block {
-                size: begin - b.addr,
-                next: id,
-                ..b.clone()
-            });
-            if b.prev != NONE {
-                self.blocks[b.prev as usize].next = before;
-            }
-            self.retarget_segment(b.addr, before);
-            self.blocks[id as usize].prev = before;
-            self.insert_free(before);
+            // The part before the first whole page stays a free block.
+            let rest = self.split_off(id, begin - b.addr);
+            self.insert_free(id);
+            id = rest;
         }
         if end < b.addr + b.size {
-            let after = self.new_block(Block {
-                addr: end,
-                size: b.addr + b.size - end,
-                prev: id,
-                ..b.clone()
-            });
-            if b.next != NONE {
-                self.blocks[b.next as usize].prev = after;
-            }
-            self.blocks[id as usize].next = after;
+            let after = self.split_off(id, end - begin);
             self.insert_free(after);
         }
-        let blk = &mut self.blocks[id as usize];
-        blk.addr = begin;
-        blk.size = end - begin;
-        blk.mapped = false;
+        self.blocks[id as usize].mapped = false;
+        let blk = &self.blocks[id as usize];
         let (prev, next) = (blk.prev, blk.next);
         self.merge(id, prev);
         self.merge(id, next);

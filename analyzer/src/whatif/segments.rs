@@ -31,7 +31,7 @@ impl Allocator {
         let addr = dev.malloc(size, self.reserved)?;
         self.changes
             .push(Change::SegmentAlloc(Span { addr, size, stream }));
-        Some(self.add_segment(addr, size, stream, pool))
+        Some(self.add_segment(addr, size, stream, pool, false))
     }
 
     /// Returns the whole-segment free block `id` to the driver.
