@@ -6,11 +6,13 @@ use super::common;
 use crate::snapshot::{read_snapshot, write_memory_viz, DeviceSnapshot};
 use crate::units::{bytes, parse_size};
 use crate::whatif::avoid::recorded_card;
+use crate::whatif::device_layer::{outside, Outside};
 use crate::whatif::from_snapshot::histories;
 use crate::whatif::replay::{Driver, Outcome};
 use crate::whatif::search::smallest_capacity;
 use crate::whatif::{replay, write, History, Settings};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -98,6 +100,10 @@ fn scenarios(args: &WhatifArgs, recorded: &Settings) -> Result<Vec<Scenario>, St
 struct Device<'h> {
     h: &'h History,
     card: Option<(u64, usize)>,
+    /// What the run directory's traces show outside the allocator.
+    layer: Option<Outside>,
+    /// The capacity the scenarios on a card replay on.
+    capacity: Option<u64>,
     cols: Vec<Column>,
 }
 
@@ -109,11 +115,12 @@ struct Column {
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
-    let (path, alloc_conf) = if args.path.is_dir() {
+    let (path, alloc_conf, layer) = if args.path.is_dir() {
         let run = crate::whatif::run_dir::resolve(&args.path)?;
-        (run.snapshot, run.alloc_conf)
+        let layer = outside(&args.path, run.host.as_deref(), run.pid)?;
+        (run.snapshot, run.alloc_conf, layer)
     } else {
-        (args.path.clone(), None)
+        (args.path.clone(), None, BTreeMap::new())
     };
     let snap = read_snapshot(&path)?;
     let name = path.display().to_string();
@@ -135,16 +142,19 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
     let scenarios = scenarios(&args, &recorded)?;
     let mut devices: Vec<Device> = Vec::new();
     for h in &hs {
-        // Without --capacity, the card a recorded out-of-memory error shows.
-        let card = match args.capacity {
-            Some(_) => None,
-            None => recorded_card(h).map_err(|e| format!("{name}: device {}: {e}", h.device))?,
-        };
+        let card = recorded_card(h).map_err(|e| format!("{name}: device {}: {e}", h.device))?;
+        let layer = layer.get(&h.device).copied();
+        // Without --capacity: the card the device layer shows, else the one a recorded
+        // out-of-memory error shows.
+        let capacity = args
+            .capacity
+            .or(layer.map(|l| l.capacity()))
+            .or(card.map(|c| c.0));
         let mut cols = Vec::new();
         for sc in &scenarios {
-            let driver = match (sc.driver, card) {
-                (Driver::Card(None), Some((capacity, _))) => Driver::Card(Some(capacity)),
-                (d, _) => d,
+            let driver = match sc.driver {
+                Driver::Card(None) => Driver::Card(capacity),
+                d => d,
             };
             let outcome = replay(h, &sc.settings, driver, args.output.is_some())
                 .map_err(|e| format!("{name}: device {}: {e}", h.device))?;
@@ -163,7 +173,13 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
                 search_replays: search.map_or(0, |s| s.replays),
             });
         }
-        devices.push(Device { h, card, cols });
+        devices.push(Device {
+            h,
+            card,
+            layer,
+            capacity,
+            cols,
+        });
     }
     if let Some(out) = &args.output {
         let pairs: Vec<(&Outcome, &DeviceSnapshot)> = devices
@@ -247,10 +263,18 @@ fn device_json(d: &Device) -> Value {
             })
         })
         .collect();
+    let layer = d.layer.map(|l| {
+        json!({
+            "total_bytes": l.total, "outside_bytes": l.outside,
+            "capacity_bytes": l.capacity(), "driver_answers": l.answers,
+        })
+    });
     json!({
         "device": h.device,
         "recorded_card_bytes": d.card.map(|c| c.0),
         "recorded_card_entry": d.card.map(|c| c.1),
+        "device_layer": layer,
+        "card_bytes": d.capacity,
         "scenarios": scenarios,
     })
 }
@@ -263,7 +287,22 @@ fn text(out: &mut String, d: &Device) {
         h.device,
         h.events.len()
     );
-    if let Some((capacity, entry)) = d.card {
+    if let (Some(l), Some(c)) = (d.layer, d.capacity) {
+        if c == l.capacity() {
+            let _ = writeln!(
+                out,
+                "  other settings replayed on {}: the card's {} less {} the driver showed in use outside the allocator (the most at any of {} answers)",
+                bytes(c),
+                bytes(l.total),
+                bytes(l.outside),
+                l.answers
+            );
+        }
+    }
+    if let Some((capacity, entry)) = d
+        .card
+        .filter(|c| d.layer.is_none() && Some(c.0) == d.capacity)
+    {
         let _ = writeln!(
             out,
             "  other settings replayed on {}: the card as the out-of-memory error at entry {entry} shows it (reserved there plus the driver's free bytes)",

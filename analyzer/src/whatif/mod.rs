@@ -8,6 +8,7 @@ pub mod avoid;
 pub mod blocks;
 pub mod check;
 pub mod device;
+pub mod device_layer;
 pub mod expandable;
 pub mod from_snapshot;
 pub mod input;

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 pub struct RunInput {
     pub snapshot: PathBuf,
     pub alloc_conf: Option<String>,
+    /// The host (absent from older names) and pid of the process that wrote it.
+    pub host: Option<String>,
+    pub pid: u32,
 }
 
 pub fn resolve(dir: &Path) -> Result<RunInput, String> {
@@ -57,6 +60,8 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
     Ok(RunInput {
         snapshot: dir.join(name),
         alloc_conf: alloc_conf(&dir.join(info))?,
+        host,
+        pid,
     })
 }
 
