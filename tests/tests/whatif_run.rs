@@ -65,3 +65,55 @@ fn whatif_replays_other_settings_on_the_card_less_what_lies_outside_the_allocato
     assert_eq!(alt["failures"][0]["entry"], 1);
     assert_eq!(alt["failures"][0]["requested_bytes"], size);
 }
+
+/// The calls of `api` the workload counted itself.
+fn calls(truth: &Value, api: &str) -> u64 {
+    truth["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["api"] == api)
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum()
+}
+
+/// The caching pool of tests/workloads/caching_pool.c annotates its blocks: twelve 5 MiB
+/// blocks, every other one freed. Through PyTorch's allocator these take three 20 MiB
+/// segments, four blocks each; the cache then holds what the pool's own holds.
+#[test]
+fn whatif_replays_the_requests_an_allocator_annotated() {
+    // Three segments beside the context and no fourth: the pool fails its 13th request.
+    let card = ["--sim-capacity", "370MiB"];
+    let run = run_sim("caching_pool", &["fragment"], &card, &[]);
+    assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
+    let truth = run.truth("caching-pool");
+    let frag = run.printed("VRAMTRACE_FRAGMENTED ");
+    let whatif = |extra: &[&str]| -> Value {
+        let out = std::process::Command::new(vramtrace())
+            .args(["whatif", "--json"])
+            .args(extra)
+            .arg(&run.traces[0].path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let doc = whatif(&[]);
+    let s = &doc["devices"][0]["scenarios"][0];
+    assert_eq!(s["name"], "defaults");
+    let events = calls(truth, "vramtrace_block_alloc") + 2 * calls(truth, "vramtrace_block_free");
+    assert_eq!(s["events"], events);
+    assert_eq!(s["events_replayed"], events);
+    assert_eq!(s["peak_reserved_bytes"], 60 * MIB);
+    assert_eq!(s["peak_allocated_bytes"], 60 * MIB);
+    let cached =
+        s["end_reserved_bytes"].as_u64().unwrap() - s["end_allocated_bytes"].as_u64().unwrap();
+    assert_eq!(cached, frag["cached_free"].as_u64().unwrap());
+    assert_eq!(s["smallest_capacity_bytes"], 60 * MIB);
+    // On 50 MiB the ninth block (entry 8) needs a third segment.
+    let small = whatif(&["--no-search", "--capacity", "50MiB"]);
+    let f = &small["devices"][0]["scenarios"][0]["failures"][0];
+    assert_eq!(f["entry"], 8);
+    assert_eq!(f["requested_bytes"], 5 * MIB);
+}

@@ -3,16 +3,14 @@
 //! caching allocator, under the recorded settings or others, on a card of a given size.
 
 use super::common;
-use crate::snapshot::{read_snapshot, write_memory_viz, DeviceSnapshot};
+use crate::snapshot::{write_memory_viz, DeviceSnapshot};
 use crate::units::{bytes, parse_size};
 use crate::whatif::avoid::recorded_card;
-use crate::whatif::device_layer::{outside, Outside};
-use crate::whatif::from_snapshot::histories;
+use crate::whatif::device_layer::Outside;
 use crate::whatif::replay::{Driver, Outcome};
 use crate::whatif::search::smallest_capacity;
 use crate::whatif::{replay, write, History, Settings};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -42,9 +40,10 @@ pub struct WhatifArgs {
     /// Write the replayed run (the last scenario) as a snapshot for pytorch.org/memory_viz.
     #[arg(short = 'o', value_name = "OUT.pickle")]
     pub output: Option<PathBuf>,
-    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`), or
-    /// a `vramtrace run` directory with the PyTorch hook's snapshot of one process.
-    #[arg(value_name = "SNAPSHOT.pickle|DIR")]
+    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`), a
+    /// `vramtrace run` directory with the PyTorch hook's snapshot of one process, or one
+    /// process's trace whose allocator annotated its blocks (vramtrace.h).
+    #[arg(value_name = "SNAPSHOT.pickle|DIR|TRACE.jsonl")]
     pub path: PathBuf,
 }
 
@@ -55,11 +54,25 @@ struct Scenario {
     driver: Driver,
 }
 
-fn scenarios(args: &WhatifArgs, recorded: &Settings) -> Result<Vec<Scenario>, String> {
-    let as_recorded = Scenario {
-        name: "recorded".into(),
-        settings: recorded.clone(),
-        driver: Driver::Recorded,
+/// `checkable`: the input is PyTorch's recording, which the first scenario reproduces;
+/// else (a trace's annotations) the first scenario is PyTorch's defaults on the card.
+fn scenarios(
+    args: &WhatifArgs,
+    recorded: &Settings,
+    checkable: bool,
+) -> Result<Vec<Scenario>, String> {
+    let as_recorded = if checkable {
+        Scenario {
+            name: "recorded".into(),
+            settings: recorded.clone(),
+            driver: Driver::Recorded,
+        }
+    } else {
+        Scenario {
+            name: "defaults".into(),
+            settings: recorded.clone(),
+            driver: Driver::Card(None),
+        }
     };
     let on_card = Driver::Card(args.capacity);
     if !args.compare {
@@ -115,33 +128,14 @@ struct Column {
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
-    let (path, alloc_conf, layer) = if args.path.is_dir() {
-        let run = crate::whatif::run_dir::resolve(&args.path)?;
-        let layer = outside(&args.path, run.host.as_deref(), run.pid)?;
-        (run.snapshot, run.alloc_conf, layer)
-    } else {
-        (args.path.clone(), None, BTreeMap::new())
-    };
-    let snap = read_snapshot(&path)?;
-    let name = path.display().to_string();
-    let mut recorded = Settings::from_recorded(snap.allocator_settings.as_ref())
-        .map_err(|e| format!("{name}: {e}"))?;
-    // Before 2.4 a snapshot has no settings: the environment the hook saved has them.
-    if let (None, Some(conf)) = (&snap.allocator_settings, &alloc_conf) {
-        recorded
-            .set(conf)
-            .map_err(|e| format!("{}: PYTORCH_ALLOC_CONF: {e}", args.path.display()))?;
+    let src = crate::whatif::source::open(&args.path)?;
+    for p in &src.problems {
+        eprintln!("vramtrace: {}", crate::render::escape::terminal(p));
     }
-    crate::whatif::from_snapshot::infer_expandable(&snap, &mut recorded);
-    let hs = histories(&snap, &recorded).map_err(|e| format!("{name}: {e}"))?;
-    if hs.is_empty() {
-        return Err(format!(
-            "{name}: no allocations in the trace: record with torch.cuda.memory._record_memory_history() to replay"
-        ));
-    }
-    let scenarios = scenarios(&args, &recorded)?;
+    let (name, recorded, hs, layer) = (&src.name, &src.recorded, &src.histories, &src.layer);
+    let scenarios = scenarios(&args, recorded, src.checkable)?;
     let mut devices: Vec<Device> = Vec::new();
-    for h in &hs {
+    for h in hs {
         let card = recorded_card(h).map_err(|e| format!("{name}: device {}: {e}", h.device))?;
         let layer = layer.get(&h.device).copied();
         // Without --capacity: the card the device layer shows, else the one a recorded
@@ -184,11 +178,11 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
     if let Some(out) = &args.output {
         let pairs: Vec<(&Outcome, &DeviceSnapshot)> = devices
             .iter()
-            .filter_map(|d| Some((&d.cols.last()?.outcome, snap.device(d.h.device)?)))
+            .filter_map(|d| Some((&d.cols.last()?.outcome, src.snap.device(d.h.device)?)))
             .collect();
         let settings = &scenarios.last().expect("one scenario at least").settings;
         let mut written = write::snapshot(pairs, settings);
-        written.device_count = snap.device_count;
+        written.device_count = src.snap.device_count;
         write_memory_viz(out, &written)?;
     }
     if args.json {
@@ -203,7 +197,14 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
         common::print_json(&doc)?;
     } else {
         let mut out = String::new();
-        let _ = writeln!(out, "{name}: recorded settings {}", recorded.describe());
+        if src.checkable {
+            let _ = writeln!(out, "{name}: recorded settings {}", recorded.describe());
+        } else {
+            let _ = writeln!(
+                out,
+                "{name}: the requests its allocator annotated, replayed through PyTorch's caching allocator"
+            );
+        }
         for d in &devices {
             text(&mut out, d);
         }

@@ -11,6 +11,7 @@ pub mod device;
 pub mod device_layer;
 pub mod expandable;
 pub mod from_snapshot;
+pub mod from_trace;
 pub mod input;
 pub mod oom;
 pub mod outcome;
@@ -21,6 +22,7 @@ pub mod search;
 pub mod segments;
 pub mod settings;
 pub mod sizes;
+pub mod source;
 pub mod write;
 
 pub use input::{Event, History};
