@@ -82,7 +82,7 @@ fn calls(truth: &Value, api: &str) -> u64 {
 /// segments, four blocks each; the cache then holds what the pool's own holds.
 #[test]
 fn whatif_replays_the_requests_an_allocator_annotated() {
-    // Three segments beside the context and no fourth: the pool fails its 13th request.
+    // Room for three 20 MiB segments beside the 300 MiB context, not a fourth.
     let card = ["--sim-capacity", "370MiB"];
     let run = run_sim("caching_pool", &["fragment"], &card, &[]);
     assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
