@@ -86,12 +86,18 @@ impl Device for Recorded {
         }
     }
 
-    /// The address of the next recorded `segment_map`: a new expandable segment's first
-    /// pages are mapped at its start.
+    /// The address of the request's first recorded `segment_map`: a new expandable
+    /// segment's first pages are mapped at its start. A reservation made on the way to an
+    /// out-of-memory path (its mapping failed; cached pages are unmapped first) is mapped
+    /// after the `segment_unmap`s.
     fn reserve(&mut self, size: u64) -> u64 {
-        match self.expected.front() {
-            Some(&(_, Event::SegmentMap(s))) => s.addr,
-            _ => {
+        let map = self.expected.iter().find_map(|(_, e)| match e {
+            Event::SegmentMap(s) => Some(s.addr),
+            _ => None,
+        });
+        match map {
+            Some(addr) => addr,
+            None => {
                 self.unrecorded = self.unrecorded.max(UNRECORDED);
                 let at = self.unrecorded;
                 self.unrecorded = self.unrecorded.saturating_add(size);

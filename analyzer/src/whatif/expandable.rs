@@ -81,20 +81,57 @@ impl Allocator {
             }
         }
         let space = self.address_space(pool);
-        let mut addr = dev.reserve(space);
-        let overlaps = self
-            .segments
-            .range(..addr.saturating_add(space))
-            .next_back();
-        if overlaps.is_some_and(|(&a, s)| a + s.size > addr) {
-            // A recorded address inside a reservation the replay holds: the replay has
-            // drifted (its next map says so); place the new one above every segment.
-            let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
-            addr = top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER;
-        }
+        let addr = dev.reserve(space);
+        let (addr, space) = self.fit_reservation(addr, space, page_size(pool));
         let id = self.add_segment(addr, space, stream, pool, true);
         self.insert_free(id);
         id
+    }
+
+    /// Where a reservation of `space` bytes at `addr` fits among the others. The card the
+    /// model assumes may be larger than the recorded run's, so its reservations reach too
+    /// far: a recorded reservation inside the unmapped tail of another shows where that
+    /// one ended, and one below another ends where it starts. Anything else is a recorded
+    /// address the replay holds otherwise: it has drifted (its next map says so), and the
+    /// new reservation goes above every segment.
+    fn fit_reservation(&mut self, addr: u64, space: u64, page: u64) -> (u64, u64) {
+        if let Some((base, seg)) = self.segment_at(addr) {
+            let (first, expandable) = (seg.first, seg.expandable);
+            let mut tail = first;
+            while self.block(tail).next != NONE {
+                tail = self.block(tail).next;
+            }
+            let t = self.block(tail).clone();
+            if !expandable || t.mapped || addr < t.addr {
+                let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
+                return (
+                    top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER,
+                    space,
+                );
+            }
+            let end = base + (addr - base) / page * page;
+            self.remove_free(tail);
+            if end > t.addr {
+                self.blocks[tail as usize].size = end - t.addr;
+                self.insert_free(tail);
+            } else if t.prev != NONE {
+                self.blocks[t.prev as usize].next = NONE;
+                self.spare.push(tail);
+            } else {
+                // Nothing of it was ever mapped: it is gone.
+                self.segments.remove(&base);
+                self.spare.push(tail);
+            }
+            if let Some(s) = self.segments.get_mut(&base) {
+                s.size = end - base;
+            }
+        }
+        let above = self.segments.range(addr..).next().map(|(&a, _)| a);
+        let space = match above {
+            Some(next) if next < addr.saturating_add(space) => (next - addr) / page * page,
+            _ => space,
+        };
+        (addr, space)
     }
 
     /// Maps the pages covering the first `size` bytes of unmapped block `id`, which then
