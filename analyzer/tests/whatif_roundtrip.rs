@@ -5,11 +5,13 @@
 //! request streams on two streams, small and large, under the defaults and with
 //! expandable segments.
 
-use vramtrace_analyzer::snapshot::{memory_viz_bytes, parse_snapshot, DeviceSnapshot};
+use vramtrace_analyzer::snapshot::{
+    memory_viz_bytes, parse_snapshot, Action, DeviceSnapshot, Snapshot,
+};
 use vramtrace_analyzer::whatif::from_snapshot::histories;
 use vramtrace_analyzer::whatif::input::{Event, History};
 use vramtrace_analyzer::whatif::search::smallest_capacity;
-use vramtrace_analyzer::whatif::{replay, write, Driver, Settings};
+use vramtrace_analyzer::whatif::{replay, write, Driver, Outcome, Settings};
 
 const MIB: u64 = 1 << 20;
 
@@ -44,7 +46,8 @@ fn random_history(seed: u64, n: usize) -> History {
     h
 }
 
-fn roundtrip(settings: &Settings, seed: u64) {
+/// The recording read back from a replay of `seed` on the least card it fits.
+fn recorded(settings: &Settings, seed: u64) -> (Outcome, Snapshot) {
     let h = random_history(seed, 3000);
     let cap = smallest_capacity(&h, settings)
         .unwrap()
@@ -57,13 +60,17 @@ fn roundtrip(settings: &Settings, seed: u64) {
     );
     let source = DeviceSnapshot::default();
     let written = write::snapshot([(&first, &source)], settings);
-    let read = parse_snapshot(&memory_viz_bytes(&written)).unwrap();
+    (first, parse_snapshot(&memory_viz_bytes(&written)).unwrap())
+}
+
+fn roundtrip(settings: &Settings, seed: u64) {
+    let (first, read) = recorded(settings, seed);
     let settings_read = Settings::from_recorded(read.allocator_settings.as_ref()).unwrap();
     assert_eq!(&settings_read, settings);
     let mut hs = histories(&read, &settings_read).unwrap();
     let again = replay(&hs[0], &settings_read, Driver::Recorded, true).unwrap();
     assert_eq!(again.drift, None, "seed {seed}");
-    let entries = |o: &vramtrace_analyzer::whatif::Outcome| -> Vec<(&str, u64, u64)> {
+    let entries = |o: &Outcome| -> Vec<(&str, u64, u64)> {
         o.trace.iter().map(|e| (e.action, e.addr, e.size)).collect()
     };
     assert_eq!(entries(&again), entries(&first), "seed {seed}");
@@ -94,4 +101,42 @@ fn an_expandable_replay_written_and_read_back_replays_as_recorded() {
     for seed in 1..=3 {
         roundtrip(&s, seed);
     }
+}
+
+/// A recording altered at one segment event (moved by a page, grown by a page, or left
+/// out) drifts, and says where; it never brings the replay down.
+#[test]
+fn an_altered_expandable_recording_drifts_and_says_where() {
+    let mut s = Settings::default();
+    s.set("expandable_segments:True").unwrap();
+    let (_, read) = recorded(&s, 2);
+    let trace = &read.devices[0].trace;
+    let segment_events: Vec<usize> = (0..trace.len())
+        .filter(|&i| matches!(trace[i].action, Action::SegmentMap | Action::SegmentUnmap))
+        .collect();
+    assert!(segment_events.len() > 10);
+    let mut replayed = 0;
+    for (k, &i) in segment_events.iter().enumerate() {
+        let mut altered = read.clone();
+        let t = &mut altered.devices[0].trace;
+        match k % 3 {
+            0 => t[i].addr += 2 * MIB,
+            1 => t[i].size += 20 * MIB,
+            _ => {
+                t.remove(i);
+            }
+        }
+        let Ok(hs) = histories(&altered, &s) else {
+            continue; // refused before any replay: the trace disagrees with the segments
+        };
+        let o = replay(&hs[0], &s, Driver::Recorded, false).unwrap();
+        let d = o.drift.expect("an altered recording drifts");
+        assert!(
+            d.entry <= i + 1,
+            "entry {i} altered, drift reported at {}",
+            d.entry
+        );
+        replayed += 1;
+    }
+    assert!(replayed >= 3, "{replayed} altered recordings replayed");
 }

@@ -44,6 +44,11 @@ impl Allocator {
         while self.block(c).size < size {
             let remaining = size - self.block(c).size;
             let next = self.block(c).next;
+            // Unmapped space follows, as the search found; a reservation cut short by a
+            // recorded one (fit_reservation) may lack it: the replay drifts there.
+            if next == NONE || self.block(next).mapped {
+                return None;
+            }
             let want = self.block(next).size.min(remaining);
             c = self.map_block(dev, next, want)?;
         }
@@ -103,11 +108,7 @@ impl Allocator {
             }
             let t = self.block(tail).clone();
             if !expandable || t.mapped || addr < t.addr {
-                let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
-                return (
-                    top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER,
-                    space,
-                );
+                return (self.above_all(), space);
             }
             let end = base + (addr - base) / page * page;
             self.remove_free(tail);
@@ -127,11 +128,22 @@ impl Allocator {
             }
         }
         let above = self.segments.range(addr..).next().map(|(&a, _)| a);
-        let space = match above {
-            Some(next) if next < addr.saturating_add(space) => (next - addr) / page * page,
-            _ => space,
-        };
-        (addr, space)
+        match above {
+            Some(next) if next < addr.saturating_add(space) => {
+                let cut = (next - addr) / page * page;
+                if cut > 0 {
+                    return (addr, cut);
+                }
+                (self.above_all(), space)
+            }
+            _ => (addr, space),
+        }
+    }
+
+    /// An address above every segment.
+    fn above_all(&self) -> u64 {
+        let top = self.segments.iter().map(|(&a, s)| a + s.size).max();
+        top.unwrap_or(0).div_ceil(SMALL_BUFFER) * SMALL_BUFFER
     }
 
     /// Maps the pages covering the first `size` bytes of unmapped block `id`, which then
