@@ -259,6 +259,7 @@ fn device_json(d: &Device) -> Value {
                 "failures": failures,
                 "recorded_failures_served": o.recorded_failures_served,
                 "drift": o.drift.as_ref().map(|d| json!({"entry": d.entry, "message": d.message})),
+                "not_modelled": o.not_modelled.as_ref().map(|d| json!({"entry": d.entry, "message": d.message})),
                 "smallest_capacity_bytes": c.smallest,
                 "capacity_search_replays": c.search_replays,
             })
@@ -319,7 +320,9 @@ fn text(out: &mut String, d: &Device) {
     for c in cols {
         let o = &c.outcome;
         let fits = c.smallest.map_or("-".to_string(), bytes);
-        let result = if let Some(d) = &o.drift {
+        let result = if let Some(d) = &o.not_modelled {
+            format!("stops at entry {}: {}", d.entry, d.message)
+        } else if let Some(d) = &o.drift {
             format!(
                 "drifts from the recording at entry {}: {}",
                 d.entry, d.message

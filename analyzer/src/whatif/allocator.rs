@@ -205,6 +205,21 @@ impl Allocator {
         Ok(())
     }
 
+    /// Takes the free blocks of the segment at `addr` out of the pools: they are served to
+    /// no request (a private pool's, which the model does not replay).
+    pub fn withhold_free_blocks(&mut self, addr: u64) {
+        let Some(seg) = self.segments.get(&addr) else {
+            return;
+        };
+        let mut id = seg.first;
+        while id != NONE {
+            if !self.block(id).busy() {
+                self.remove_free(id);
+            }
+            id = self.block(id).next;
+        }
+    }
+
     /// Cuts block `id` (not in a pool) after `size` bytes; returns the new block after it.
     pub(super) fn split_off(&mut self, id: u32, size: u64) -> u32 {
         let b = self.block(id).clone();

@@ -46,6 +46,10 @@ pub fn replay(
     let mut a = Allocator::new(settings.clone(), capacity);
     for seg in &h.start {
         a.load_segment(seg)?;
+        if h.private_at(seg.addr).is_some() {
+            // Default-pool requests never take a private pool's free blocks.
+            a.withhold_free_blocks(seg.addr);
+        }
     }
     let mut recorded = Recorded::default();
     let mut card = {
@@ -72,6 +76,7 @@ pub fn replay(
         trace: Vec::new(),
         keep_trace,
         drift: None,
+        not_modelled: None,
         failures: Vec::new(),
         served: 0,
         checking: driver == Driver::Recorded,
@@ -89,6 +94,7 @@ pub fn replay(
         failures: Vec::new(),
         recorded_failures_served: 0,
         drift: None,
+        not_modelled: None,
         trace: Vec::new(),
         allocator: Allocator::new(Settings::default(), None),
     };
@@ -131,7 +137,7 @@ pub fn replay(
                 allocated: a.allocated,
             });
         }
-        if stop || run.drift.is_some() {
+        if stop || run.drift.is_some() || run.not_modelled.is_some() {
             stopped = true;
             break;
         }
@@ -172,6 +178,7 @@ pub fn replay(
     out.failures = run.failures;
     out.recorded_failures_served = run.served;
     out.drift = run.drift.or(recorded.drift.take());
+    out.not_modelled = run.not_modelled;
     out.trace = run.trace;
     out.allocator = a;
     Ok(out)
@@ -184,6 +191,7 @@ struct Run<'h> {
     trace: Vec<Entry>,
     keep_trace: bool,
     drift: Option<Drift>,
+    not_modelled: Option<Drift>,
     failures: Vec<Failure>,
     served: usize,
     /// Compare addresses with the recording.
@@ -201,6 +209,13 @@ impl Run<'_> {
         ev: &Event,
     ) -> bool {
         let src = self.h.source_index[i];
+        if let Some(why) = self.private_pool(ev) {
+            self.not_modelled = Some(Drift {
+                entry: src,
+                message: why,
+            });
+            return true;
+        }
         let is_request = matches!(ev, Event::Alloc { .. } | Event::Oom { .. });
         let frees = group
             .iter()
@@ -290,6 +305,21 @@ impl Run<'_> {
             | Event::SegmentMap(_)
             | Event::SegmentUnmap(_) => false,
         }
+    }
+
+    /// Why a request in a private pool (recorded in one of its segments) is not replayed.
+    fn private_pool(&self, ev: &Event) -> Option<String> {
+        let (what, addr) = match *ev {
+            Event::Alloc { addr, .. } => ("alloc", addr),
+            Event::FreeRequested { addr, .. } => ("free_requested", addr),
+            Event::FreeCompleted { addr, .. } => ("free_completed", addr),
+            _ => return None,
+        };
+        let s = self.h.private_at(addr)?;
+        Some(format!(
+            "{what} at {addr:#x}, in segment {:#x} of private pool ({}, {}) (a CUDA graph's or torch.cuda.MemPool's): private pools are not modelled, so the replay stops here",
+            s.addr, s.pool.0, s.pool.1
+        ))
     }
 
     /// A request the replay could not serve.
