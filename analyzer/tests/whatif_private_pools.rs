@@ -94,3 +94,17 @@ fn a_request_in_a_private_pool_stops_the_replay_and_says_why() {
     }
     assert_eq!(smallest_capacity(&h, &h.settings).unwrap().smallest, None);
 }
+
+/// A failure after the private pool's request: no verdict on what would have avoided it.
+#[test]
+fn the_oom_post_mortem_gives_no_verdict_past_a_private_pools_request() {
+    let mut h = history();
+    let oom = Event::Oom {
+        size: 100 * MIB,
+        device_free: Some(0),
+        stream: 0,
+    };
+    h.push(oom, 4);
+    let err = vramtrace_analyzer::whatif::avoid::avoided_by(&h, 4).unwrap_err();
+    assert!(err.contains("private pool (1, 0)"), "{err}");
+}

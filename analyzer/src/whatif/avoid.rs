@@ -55,6 +55,9 @@ fn card_at(h: &History, i: usize) -> Result<Option<(u64, usize)>, String> {
     };
     let entry = h.source_index[i];
     let recorded = replay(h, &h.settings, Driver::Recorded, false)?;
+    if let Some(stop) = recorded.not_modelled.filter(|d| d.entry <= entry) {
+        return Err(stop.message);
+    }
     Ok(recorded
         .failures
         .iter()
@@ -71,15 +74,21 @@ pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String
         return Ok(None);
     };
     let card = Driver::Card(Some(capacity));
-    // Served: the replay got past the entry, and nothing failed up to it.
-    let served = |o: &super::Outcome| o.failures.iter().all(|f| f.entry > entry) && o.replayed > i;
-    let reproduced = !served(&replay(h, &h.settings, card, false)?);
+    // Served: the replay got past the entry with nothing failed up to it; no verdict where
+    // it stopped before, at a request it does not model.
+    let served = |o: super::Outcome| -> Result<bool, String> {
+        if let Some(stop) = o.not_modelled.filter(|d| d.entry <= entry) {
+            return Err(stop.message);
+        }
+        Ok(o.failures.iter().all(|f| f.entry > entry) && o.replayed > i)
+    };
+    let reproduced = !served(replay(h, &h.settings, card, false)?)?;
     let mut settings = Vec::new();
     if reproduced {
         for conf in COMMON {
             let mut s = h.settings.clone();
             s.set(conf)?;
-            settings.push((conf, replay(h, &s, card, false).map(|o| served(&o))));
+            settings.push((conf, replay(h, &s, card, false).and_then(served)));
         }
     }
     Ok(Some(Avoidance {
