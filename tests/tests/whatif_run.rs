@@ -100,6 +100,14 @@ fn whatif_replays_the_requests_an_allocator_annotated() {
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let doc = whatif(&[]);
+    // The run directory, which has no PyTorch snapshot, replays its one trace the same.
+    let out = std::process::Command::new(vramtrace())
+        .args(["whatif", "--json"])
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    let from_dir: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_dir["devices"], doc["devices"]);
     let s = &doc["devices"][0]["scenarios"][0];
     assert_eq!(s["name"], "defaults");
     let events = calls(truth, "vramtrace_block_alloc") + 2 * calls(truth, "vramtrace_block_free");

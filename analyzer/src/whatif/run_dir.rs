@@ -15,7 +15,8 @@ pub struct RunInput {
     pub pid: u32,
 }
 
-pub fn resolve(dir: &Path) -> Result<RunInput, String> {
+/// `None` when the directory has no hook snapshot.
+pub fn resolve(dir: &Path) -> Result<Option<RunInput>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
     // (host, pid), whether it is the exit snapshot, and the name of every hook snapshot.
@@ -33,12 +34,7 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
     writers.dedup();
     let (host, pid) = match writers[..] {
         [writer] => writer.clone(),
-        [] => {
-            return Err(format!(
-                "{}: no torch-snapshot-HOST-PID.pickle (the PyTorch hook of `vramtrace run` writes one)",
-                dir.display()
-            ))
-        }
+        [] => return Ok(None),
         _ => {
             let names: Vec<String> = found.iter().map(|f| f.2.clone()).collect();
             return Err(format!(
@@ -57,12 +53,12 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
         Some(host) => format!("torch-{host}-{pid}.json"),
         None => format!("torch-{pid}.json"),
     };
-    Ok(RunInput {
+    Ok(Some(RunInput {
         snapshot: dir.join(name),
         alloc_conf: alloc_conf(&dir.join(info))?,
         host,
         pid,
-    })
+    }))
 }
 
 /// `PYTORCH_ALLOC_CONF` (read first since torch 2.9) or `PYTORCH_CUDA_ALLOC_CONF`.

@@ -7,7 +7,7 @@ use super::from_snapshot::{histories, infer_expandable};
 use super::{from_trace, run_dir, History, Settings};
 use crate::snapshot::{read_snapshot, DeviceSnapshot, Snapshot};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub struct Source {
     pub name: String,
@@ -26,13 +26,32 @@ pub struct Source {
 
 pub fn open(path: &Path) -> Result<Source, String> {
     if path.is_dir() {
-        let run = run_dir::resolve(path)?;
-        let layer = outside(path, run.host.as_deref(), run.pid)?;
-        return snapshot(&run.snapshot, run.alloc_conf, layer);
+        if let Some(run) = run_dir::resolve(path)? {
+            let layer = outside(path, run.host.as_deref(), run.pid)?;
+            return snapshot(&run.snapshot, run.alloc_conf, layer);
+        }
+        // No hook snapshot: the one trace of an annotating allocator's process, if that.
+        let traces: Vec<PathBuf> = crate::input::trace_files(&[path.to_path_buf()])?
+            .into_iter()
+            .filter(|f| !crate::input::is_snapshot(f))
+            .collect();
+        return match &traces[..] {
+            [one] => trace(one),
+            _ => Err(format!(
+                "{}: no torch-snapshot-HOST-PID.pickle (the PyTorch hook of `vramtrace run` writes one), and {} traces: give the one whose allocator annotated its blocks",
+                path.display(),
+                traces.len()
+            )),
+        };
     }
     if crate::input::is_snapshot(path) {
         return snapshot(path, None, BTreeMap::new());
     }
+    trace(path)
+}
+
+/// A trace whose allocator annotated its blocks (vramtrace.h).
+fn trace(path: &Path) -> Result<Source, String> {
     let t = from_trace::read(path)?;
     let mut snap = Snapshot::default();
     for h in &t.histories {
