@@ -17,6 +17,7 @@ pub mod oom;
 pub mod outcome;
 pub mod pools;
 pub mod replay;
+pub mod request;
 pub mod run_dir;
 pub mod search;
 pub mod segments;
