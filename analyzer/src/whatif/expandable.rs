@@ -20,10 +20,12 @@ pub fn page_size(pool: Pool) -> u64 {
 }
 
 impl Allocator {
-    /// The address space a reservation spans: the card and an eighth, in whole pages.
+    /// The address space a reservation spans: the card and an eighth, in whole pages. A
+    /// card is taken as 64 TiB at most, so that no sum of addresses can overflow.
     fn address_space(&self, pool: Pool) -> u64 {
         let page = page_size(pool);
-        (self.card_total + self.card_total / 8).div_ceil(page) * page
+        let card = self.card_total.min(1 << 46);
+        (card + card / 8).div_ceil(page) * page
     }
 
     /// `try_allocate_expandable_block`: a free block of at least `size` bytes, mapped as
