@@ -257,6 +257,19 @@ h.oom(50 * MIB)                                               # 8 MiB + pages: n
 h.dump('expandable')
 expected['expandable'] = {'peak_reserved': 42 * MIB, 'end_reserved': 40 * MIB}
 
+# expandable_segments:True: pages unmapped between two held blocks leave a hole, which the
+# next request that fits maps again (the lowest address first), before the unmapped end.
+h = H(settings(expandable=True))
+h.map(X, 20 * MIB); h.alloc(X, 20 * MIB, 20 * MIB)             # a whole page: no split
+h.map(X + 20 * MIB, 20 * MIB); h.alloc(X + 20 * MIB, 20 * MIB, 20 * MIB)
+h.map(X + 40 * MIB, 20 * MIB); h.alloc(X + 40 * MIB, 20 * MIB, 20 * MIB)
+h.free(X + 20 * MIB)
+h.unmap(X + 20 * MIB, 20 * MIB)                                # empty_cache(): the hole
+h.map(X + 20 * MIB, 20 * MIB); h.alloc(X + 20 * MIB, 10 * MIB, 10 * MIB)  # the hole, not the end
+h.map(X + 60 * MIB, 20 * MIB); h.alloc(X + 60 * MIB, 15 * MIB, 15 * MIB)  # 10 MiB left there: the end
+h.dump('expandable_hole')
+expected['expandable_hole'] = {'peak_reserved': 80 * MIB}
+
 # A trace that disagrees with its final segments: a block allocated and never freed that
 # the segments do not hold.
 h = H()

@@ -74,6 +74,7 @@ fn each_rule_replays_at_the_recorded_addresses() {
         "gc",
         "avoidable",
         "expandable",
+        "expandable_hole",
     ] {
         replays_exactly(dir.path(), case);
     }
@@ -98,6 +99,9 @@ fn expandable_segments_map_and_unmap_pages_as_recorded() {
     assert_eq!(o.allocator.reserved, want["end_reserved"].as_u64().unwrap());
     assert_eq!(o.failures.len(), 1);
     assert!(o.failures[0].recorded);
+    let o = replays_exactly(dir.path(), "expandable_hole");
+    let want = &expected(dir.path())["expandable_hole"];
+    assert_eq!(o.peak_reserved, want["peak_reserved"].as_u64().unwrap());
 }
 
 /// avoidable.pickle on its 240 MiB card with expandable segments: the 200 MiB segment,

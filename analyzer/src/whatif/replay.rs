@@ -175,7 +175,9 @@ pub fn replay(
     }
     out.failures = run.failures;
     out.recorded_failures_served = run.served;
-    out.drift = run.drift.or(recorded.drift.take());
+    // A driver call that differs was made before the request's address was known: when
+    // both differ at one request, it is the first difference.
+    out.drift = recorded.drift.take().or(run.drift);
     out.not_modelled = run.not_modelled;
     out.trace = run.trace;
     out.allocator = a;
