@@ -219,9 +219,10 @@ pub fn unpack(path: &Path) -> Result<PathBuf, String> {
     unpack_into(path, make, room_in(&std::env::temp_dir()))
 }
 
-/// Bytes a pack may unpack into `dir`'s file system: what is free there less a tenth of
-/// the file system, so that a small pack that expands hugely (a decompression bomb)
-/// stops with an error instead of filling the disk.
+/// Bytes a pack may unpack into `dir`'s file system: half of what is free there, so that
+/// a small pack that expands hugely (a decompression bomb) stops with an error instead of
+/// filling the disk. (Free space less a tenth of the file system refused every pack on a
+/// disk more than 90% full, however small the pack.)
 fn room_in(dir: &Path) -> u64 {
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
         return 0;
@@ -232,7 +233,7 @@ fn room_in(dir: &Path) -> u64 {
         return 0;
     }
     let block = s.f_frsize as u64;
-    (s.f_bavail as u64 * block).saturating_sub(s.f_blocks as u64 * block / 10)
+    (s.f_bavail as u64).saturating_mul(block) / 2
 }
 
 /// Unpacks `path` into the directory `make` creates.
