@@ -9,9 +9,10 @@
 //! back), and handed out first, at the window's first time. So views see absolute memory,
 //! not memory relative to the window's start. A tensor counts from its `alloc` to its
 //! `free_completed`, as memory_viz's Active Memory Timeline counts it, by its requested
-//! size; its block size is known where the final segments hold it, and 0 (unknown)
-//! otherwise.
+//! size; its block size is the final segments' where they hold it, else read off the
+//! segments' layout at its `alloc` ([`super::block_sizes`]), else 0 (unknown).
 
+use super::block_sizes::Layout;
 use super::frames::readable;
 use super::model::{Action, BlockState, DeviceSnapshot, Frame, Snapshot};
 use crate::model::Map;
@@ -54,8 +55,14 @@ impl SnapshotEvents {
             notes: Vec::new(),
             origin_us: origin_us.unwrap_or(0),
         };
+        let expandable = snap
+            .devices
+            .iter()
+            .flat_map(|d| &d.segments)
+            .any(|s| s.is_expandable);
         for d in &snap.devices {
-            b.device(path, d);
+            let layout = Layout::new(snap.allocator_settings.as_ref(), expandable);
+            b.device(path, d, layout);
         }
         // Devices are merged by time; within a time, each device's order is kept.
         b.events.sort_by_key(|e| e.t);
@@ -178,7 +185,7 @@ impl Builder {
         node
     }
 
-    fn device(&mut self, path: &Path, d: &DeviceSnapshot) {
+    fn device(&mut self, path: &Path, d: &DeviceSnapshot, mut layout: Layout) {
         let dev = d.device as i32;
         // The final state.
         let mut segments: Map<u64, u64> = Map::default();
@@ -251,6 +258,16 @@ impl Builder {
                 unknown
             ));
         }
+        // Block sizes the history does not give: from the layout of the segments then.
+        for (&addr, &size) in &segments {
+            layout.segment_alloc(addr, size);
+        }
+        for &addr in alive.keys() {
+            layout.taken(addr);
+        }
+        for (&addr, a) in alive.iter_mut().filter(|(_, a)| a.size == 0) {
+            a.size = layout.before_history(addr, a.requested);
+        }
         let first = d.trace.iter().find_map(|e| e.time_us);
         let start = self.time(first.unwrap_or(self.origin_us));
         let mut before: Vec<(u64, u64)> = segments.into_iter().collect();
@@ -275,6 +292,7 @@ impl Builder {
             let stream = Some(e.stream);
             match e.action {
                 Action::SegmentAlloc | Action::SegmentMap => {
+                    layout.segment_alloc(e.addr, e.size);
                     let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
                     ev.addr = e.addr;
                     ev.size = e.size;
@@ -282,17 +300,21 @@ impl Builder {
                     self.events.push(ev);
                 }
                 Action::SegmentFree | Action::SegmentUnmap => {
+                    layout.segment_free(e.addr);
                     let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
                     ev.addr = e.addr;
                     self.events.push(ev);
                 }
                 Action::Alloc => {
                     let stack = self.stack(&e.frames);
-                    let mut ev = block_alloc(t, dev, e.addr, sizes[i], e.size, stack);
+                    let inferred = layout.alloc(e.addr, e.size);
+                    let size = if sizes[i] > 0 { sizes[i] } else { inferred };
+                    let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
                     ev.stream = stream;
                     self.events.push(ev);
                 }
                 Action::FreeCompleted => {
+                    layout.free(e.addr);
                     let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
                     ev.addr = e.addr;
                     self.events.push(ev);
