@@ -7,6 +7,7 @@
 //! A process's memory leaves the run's totals when the process ends ([`ends`]): processes
 //! that ran one after another are never summed as if they had run at once.
 
+mod beside;
 pub mod devices;
 mod ends;
 mod files;
@@ -71,6 +72,9 @@ pub struct LoadOptions {
 struct Source {
     events: Events,
     next: Option<Event>,
+    /// The process whose events these are: a trace's or a snapshot's own, or, for a hook
+    /// snapshot beside the traces, the traced process that wrote it.
+    process: usize,
 }
 
 /// Where a process's events come from. One per file, so the size of the trace reader
@@ -79,6 +83,8 @@ struct Source {
 enum Events {
     Trace(TraceReader<Box<dyn std::io::Read + Send>>),
     Snapshot(SnapshotEvents),
+    /// A hook snapshot's tensors joining a traced process.
+    Beside(beside::Beside),
 }
 
 impl Run {
@@ -110,6 +116,7 @@ impl Run {
                         sources.push(Source {
                             events: Events::Snapshot(snap),
                             next: None,
+                            process: sources.len(),
                         });
                     }
                     Err(message) => unreadable.push(TraceError {
@@ -138,10 +145,19 @@ impl Run {
                     sources.push(Source {
                         events: Events::Trace(reader),
                         next: None,
+                        process: sources.len(),
                     });
                 }
                 Err(e) => unreadable.push(e),
             }
+        }
+        // Sources past the processes' own: hook snapshots joining a traced process.
+        for b in beside::hook_snapshots(paths, &processes, &mut notes) {
+            sources.push(Source {
+                process: b.process,
+                events: Events::Beside(b),
+                next: None,
+            });
         }
         let (origins, start_unix_ns) = clock(&processes);
         let mut run = Run {
@@ -164,7 +180,16 @@ impl Run {
         }
         let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
-        while let Some(Reverse((time, what, i))) = queue.pop() {
+        // Processes whose own events have run out: a hook snapshot's tensors timed after
+        // that (clocks a little apart) would outlive the process.
+        let mut over = vec![false; run.processes.len()];
+        while let Some(Reverse((time, what, s))) = queue.pop() {
+            // An end is queued with its process; an event with its source.
+            let i = if what == ends::END {
+                s
+            } else {
+                sources[s].process
+            };
             if what == ends::EVENT {
                 run.last_read = run.last_read.max(time);
             }
@@ -175,10 +200,16 @@ impl Run {
                 ends.release(&mut run, i, None, time, &mut each);
                 continue;
             }
-            let event = sources[i]
+            let event = sources[s]
                 .next
                 .take()
                 .expect("a queued source has an event");
+            if over[i] {
+                if let Some(t) = run.pull(&mut sources, s) {
+                    queue.push(Reverse((t, ends::EVENT, s)));
+                }
+                continue;
+            }
             run.processes[i].apply(&event);
             ends.starting(&mut run, i, time, &mut each);
             let model = &run.processes[i];
@@ -195,13 +226,15 @@ impl Run {
                 devices: &run.devices,
                 ended: false,
             });
-            match run.pull(&mut sources, i) {
-                Some(t) => queue.push(Reverse((t, ends::EVENT, i))),
+            match run.pull(&mut sources, s) {
+                Some(t) => queue.push(Reverse((t, ends::EVENT, s))),
+                None if matches!(sources[s].events, Events::Beside(_)) => {}
                 None => {
+                    over[i] = true;
                     // A snapshot is the state at its dump, not a process that ended.
-                    let end = match &sources[i].events {
+                    let end = match &sources[s].events {
                         Events::Trace(r) => r.notes.end.as_ref().map(|e| e.t),
-                        Events::Snapshot(_) => None,
+                        _ => None,
                     };
                     if let Some(t) = ends.ran_out(&run, i, event, time, end) {
                         queue.push(Reverse((t, ends::END, i)));
@@ -225,7 +258,15 @@ impl Run {
                     model.notes.end = Some(snap.end());
                     model.stacks = std::mem::take(&mut snap.stacks);
                 }
+                Events::Beside(_) => {}
             }
+        }
+        for source in &mut sources {
+            if let Events::Beside(b) = &mut source.events {
+                run.processes[source.process].stacks.merge(b.take_stacks());
+            }
+        }
+        for model in &mut run.processes {
             model.finish();
         }
         run.devices.finish();
@@ -234,11 +275,13 @@ impl Run {
     }
 
     /// Reads the next event of source `i` into it; returns its run time.
-    fn pull(&mut self, sources: &mut [Source], i: usize) -> Option<u64> {
-        let source = &mut sources[i];
+    fn pull(&mut self, sources: &mut [Source], s: usize) -> Option<u64> {
+        let source = &mut sources[s];
+        let i = source.process;
         let next = match &mut source.events {
             Events::Trace(reader) => reader.next_event(),
             Events::Snapshot(snap) => Ok(snap.next_event()),
+            Events::Beside(b) => Ok(b.next_event()),
         };
         match next {
             Ok(Some(event)) => {

@@ -22,6 +22,11 @@ use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 /// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
 const OUT_OF_MEMORY: i32 = 2;
 
+/// Where the frame addresses and stack ids of a snapshot joining a trace begin: a trace's
+/// node ids count up from 1, its native addresses are user-space ones (below 2^47) and its
+/// Python frames' synthetic addresses have bit 63 set, so none lies in [2^62, 2^63).
+pub const BESIDE_IDS: u64 = 1 << 62;
+
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
     pub header: Header,
@@ -40,13 +45,25 @@ impl SnapshotEvents {
         Ok(SnapshotEvents::new(path, &snap, all_frames))
     }
 
+    /// Reads the snapshot at `path` to join the trace of the process that wrote it: its
+    /// frame addresses and stack ids start at [`BESIDE_IDS`], clear of the trace's own.
+    pub fn open_beside(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
+        let snap = super::read::read_snapshot(path)?;
+        Ok(SnapshotEvents::build(path, &snap, all_frames, BESIDE_IDS))
+    }
+
     pub fn new(path: &Path, snap: &Snapshot, all_frames: bool) -> SnapshotEvents {
+        SnapshotEvents::build(path, snap, all_frames, 0)
+    }
+
+    fn build(path: &Path, snap: &Snapshot, all_frames: bool, base: u64) -> SnapshotEvents {
         let origin_us = snap
             .devices
             .iter()
             .flat_map(|d| d.trace.iter().filter_map(|e| e.time_us))
             .min();
         let mut b = Builder {
+            base,
             stacks: StackTable::default(),
             frames: Map::default(),
             nodes: Map::default(),
@@ -139,6 +156,9 @@ struct Alive {
 }
 
 struct Builder {
+    /// Added to every frame address and stack id: 0 for a snapshot of its own,
+    /// [`BESIDE_IDS`] for one joining its process's trace.
+    base: u64,
     stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
     nodes: Map<(u64, u64), u64>,
@@ -159,7 +179,7 @@ impl Builder {
                 r.line,
                 r.name.to_string(),
             );
-            let next_ip = self.frames.len() as u64 + 1;
+            let next_ip = self.base + self.frames.len() as u64 + 1;
             let ip = *self.frames.entry(key).or_insert_with(|| {
                 self.stacks.add_frame(vramtrace_schema::Frame {
                     ip: next_ip,
@@ -172,7 +192,7 @@ impl Builder {
                 });
                 next_ip
             });
-            let next_id = self.nodes.len() as u64 + 1;
+            let next_id = self.base + self.nodes.len() as u64 + 1;
             node = *self.nodes.entry((node, ip)).or_insert_with(|| {
                 self.stacks.add_node(Node {
                     id: next_id,

@@ -1,0 +1,111 @@
+//! The PyTorch hook's snapshots (`torch-snapshot-HOST-PID*.pickle`, beside the traces)
+//! joining the allocated layer of the process that wrote them: its tensors, named by their
+//! Python call sites, on the trace's clock. The trace keeps what it saw itself (segments,
+//! failed calls, the driver's answers); the snapshot adds the tensors only.
+//!
+//! Clocks: a snapshot's times are wall clock (`time_us`), a trace's are its monotonic
+//! clock from its header's start, whose wall clock the header gives too; so a tensor's
+//! time on the trace's clock is its wall clock less the trace's start.
+//!
+//! A process may leave several snapshots (one at its first out-of-memory error, one at
+//! exit), whose histories overlap: the one whose history ends last joins, the others are
+//! named in a note (summing them would count a tensor twice).
+
+use super::Event;
+use crate::model::ProcessModel;
+use crate::snapshot::events::SnapshotEvents;
+use crate::views::snapshots_beside::{owner_of, snapshots_beside};
+use std::path::PathBuf;
+use vramtrace_schema::{Op, StackTable};
+
+/// One snapshot's tensors, as events of the process `process` (its trace's clock).
+pub struct Beside {
+    pub process: usize,
+    pub path: PathBuf,
+    snap: SnapshotEvents,
+    /// Wall clock of the snapshot's time 0 less the trace's start (ns; may be negative).
+    shift: i128,
+}
+
+impl Beside {
+    /// The next tensor event, on the trace's clock (a moment before the trace's start
+    /// counts as its start).
+    pub fn next_event(&mut self) -> Option<Event> {
+        while let Some(mut e) = self.snap.next_event() {
+            if !matches!(e.api.op(), Op::BlockAlloc | Op::BlockFree) {
+                continue;
+            }
+            e.t = u64::try_from((e.t as i128 + self.shift).max(0)).unwrap_or(u64::MAX);
+            return Some(e);
+        }
+        None
+    }
+
+    /// The frames and stacks the tensors point at (ids clear of the trace's).
+    pub fn take_stacks(&mut self) -> StackTable {
+        std::mem::take(&mut self.snap.stacks)
+    }
+}
+
+/// The hook's snapshots in the directories of `paths` that belong to one of the traced
+/// `processes`, one per process. What is left out, and why, goes to `notes`.
+pub fn hook_snapshots(
+    paths: &[PathBuf],
+    processes: &[ProcessModel],
+    notes: &mut Vec<String>,
+) -> Vec<Beside> {
+    let traced = |p: &ProcessModel| p.header.interposer != "pytorch-snapshot";
+    if !processes.iter().any(traced) {
+        return Vec::new();
+    }
+    let all_frames = crate::views::stacks::all_frames();
+    // Per process: (wall clock of the history's last entry, the snapshot).
+    let mut chosen: Vec<Option<(u64, Beside)>> = (0..processes.len()).map(|_| None).collect();
+    for file in snapshots_beside(paths) {
+        let snap = match SnapshotEvents::open_beside(&file.path, all_frames) {
+            Ok(s) => s,
+            Err(e) => {
+                notes.push(format!(
+                    "note: {e} (its tensors are left out of the allocated layer)"
+                ));
+                continue;
+            }
+        };
+        if snap.header.start_unix_ns == 0 {
+            // Before PyTorch 2.2 a history has no times: no place on the trace's clock.
+            notes.push(format!(
+                "note: {}: its history has no times (PyTorch before 2.2): its tensors are left out of the allocated layer",
+                file.path.display()
+            ));
+            continue;
+        }
+        let last_ns = snap.header.start_unix_ns.saturating_add(snap.end().t);
+        let Some(p) = owner_of(processes, &file, Some(last_ns / 1000)) else {
+            continue;
+        };
+        if !traced(&processes[p]) {
+            continue;
+        }
+        let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;
+        let beside = Beside {
+            process: p,
+            path: file.path,
+            snap,
+            shift,
+        };
+        let (keep, drop) = match chosen[p].take() {
+            Some((t, old)) if t >= last_ns => ((t, old), Some(beside.path)),
+            Some((_, old)) => ((last_ns, beside), Some(old.path)),
+            None => ((last_ns, beside), None),
+        };
+        if let Some(dropped) = drop {
+            notes.push(format!(
+                "note: {}: left out of the allocated layer: {} of the same process has a history that ends later (their histories overlap)",
+                dropped.display(),
+                keep.1.path.display()
+            ));
+        }
+        chosen[p] = Some(keep);
+    }
+    chosen.into_iter().flatten().map(|(_, b)| b).collect()
+}
