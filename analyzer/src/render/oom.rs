@@ -106,6 +106,18 @@ pub fn text(v: &OomView) -> String {
             f.driver_total_bytes,
             f.driver_report_time_ns,
         ) {
+            (Some(free), Some(total), Some(_))
+                if f.driver_figure == Some(crate::model::DriverSource::Pytorch) =>
+            {
+                let _ = writeln!(
+                    o,
+                    "  At the failure PyTorch's out-of-memory observer saw {} free of {} (the device, or the process's limit); {} of it was used by memory vramtrace does not see; by the figures {} was free.",
+                    bytes(free),
+                    bytes(total),
+                    bytes(f.untraced_bytes.unwrap_or(0)),
+                    bytes(f.estimated_free_bytes.unwrap_or(0))
+                );
+            }
             (Some(free), Some(total), Some(t)) => {
                 let _ = writeln!(
                     o,

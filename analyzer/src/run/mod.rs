@@ -11,6 +11,7 @@ mod beside;
 pub mod devices;
 mod ends;
 mod files;
+mod hook_ooms;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -271,6 +272,7 @@ impl Run {
         }
         run.devices.finish();
         run.tensors.finish();
+        hook_ooms::attach(paths, &mut run);
         Ok(run)
     }
 

@@ -9,7 +9,7 @@ use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot
 use crate::views::stacks;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use vramtrace_schema::{Api, Op};
+use vramtrace_schema::Op;
 
 /// Trace entries kept per device, as PyTorch's `max_entries`: the newest win.
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
@@ -25,6 +25,10 @@ struct Pending {
     entry: TraceEntry,
     process: usize,
     stack: u64,
+    /// For an `oom` entry, the process's failure it is (where the model kept it): its
+    /// `device_free` is the driver's figure at it, by the rule every view uses, once the
+    /// run is read (the hook's figures join after the replay).
+    failure: Option<usize>,
 }
 
 pub struct MemoryVizBuilder {
@@ -56,6 +60,7 @@ impl MemoryVizBuilder {
             entry,
             process,
             stack,
+            failure: None,
         });
     }
 
@@ -97,9 +102,11 @@ impl MemoryVizBuilder {
         let device_memory = e.api.kind().is_device_memory();
         match e.api.op() {
             Op::Alloc if device_memory && !e.ok() => {
-                let mut oom = entry(Action::Oom, 0, e.size);
-                oom.device_free = s.model.last_meminfo.map(|m| m.0);
-                self.push(e.dev, p, e.stack, oom);
+                self.push(e.dev, p, e.stack, entry(Action::Oom, 0, e.size));
+                let kept = s.model.failures.len() as u64 == s.model.counts.failed_allocations;
+                if let Some(last) = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut()) {
+                    last.failure = kept.then(|| s.model.failures.len() - 1);
+                }
             }
             Op::Alloc if device_memory => {
                 let live = Live {
@@ -116,17 +123,6 @@ impl MemoryVizBuilder {
                 );
                 if !self.annotated[p] {
                     self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
-                }
-            }
-            Op::Meminfo if e.api == Api::ProbeMeminfo && e.ok() => {
-                // The driver's figure at a failure is the one asked right after it (as
-                // the model keeps it), not the program's last answer, maybe from long
-                // before.
-                let last = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut());
-                if let Some(last) = last.filter(|l| l.process == p) {
-                    if last.entry.action == Action::Oom && e.free.is_some() {
-                        last.entry.device_free = e.free;
-                    }
                 }
             }
             Op::Free if e.ok() => {
@@ -236,6 +232,11 @@ impl MemoryVizBuilder {
                     .into_iter()
                     .map(|pending| TraceEntry {
                         frames: frames_of(pending.process, pending.stack),
+                        device_free: pending
+                            .failure
+                            .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
+                            .and_then(|f| f.driver_at_failure())
+                            .map(|d| d.free),
                         ..pending.entry
                     })
                     .collect();

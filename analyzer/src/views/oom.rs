@@ -6,6 +6,7 @@
 
 use super::groups::{self, Group};
 use crate::errors;
+use crate::model::{DriverFigure, DriverSource};
 use crate::run::{Run, Step};
 use serde::Serialize;
 use vramtrace_schema::{Api, Event, Op};
@@ -151,10 +152,14 @@ pub struct Postmortem {
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
-    /// The last `cuMemGetInfo` answer before the failure (null if the program never asked).
+    /// The driver's figure at the failure, by the rule every view uses
+    /// ([`crate::model::DriverFigure`]): vramtrace's question right after it, else PyTorch's
+    /// figure at it, else the program's last answer before it; null without any.
     pub driver_free_bytes: Option<u64>,
     pub driver_total_bytes: Option<u64>,
     pub driver_report_time_ns: Option<u64>,
+    /// Which of the three it is: `probe`, `pytorch` or `last_answer`.
+    pub driver_figure: Option<DriverSource>,
     /// Memory the driver counted as used but no traced allocation explains (contexts,
     /// libraries, other programs), from that answer.
     pub untraced_bytes: Option<u64>,
@@ -249,11 +254,25 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
     let tensor_bytes = f
         .allocator
         .map(|_| tensor_groups.iter().map(|g| g.bytes).sum());
+    // The driver's figure by the one rule every view uses; what the traced processes held
+    // when it was taken is the watch's where it was an answer the trace holds, else (PyTorch's
+    // figure, taken at the failure) what they held at the failure.
+    let figure = f.driver_at_failure();
+    let at_failure = |d: DriverFigure| {
+        d.total
+            .map(|total| (d.free, total, f.reserved_on_device + others_bytes, p.time))
+    };
+    let driver = match (figure, p.meminfo) {
+        (Some(d), _) if d.source == DriverSource::Pytorch => at_failure(d),
+        (Some(_), Some(m)) => Some((m.free, m.total, m.traced, m.time)),
+        (Some(d), None) => at_failure(d),
+        (None, _) => None,
+    };
     let figures = Figures {
         requested: f.requested,
         own: f.reserved_on_device,
         others: others_bytes,
-        driver: p.meminfo.map(|m| (m.free, m.total, m.traced)),
+        driver: driver.map(|(free, total, traced, _)| (free, total, traced)),
     };
     let (mut verdict, untraced, estimated_free) = judge(figures);
     if let Some(a) = f.allocator {
@@ -298,9 +317,10 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
             })
             .collect(),
         other_processes_bytes: others_bytes,
-        driver_free_bytes: p.meminfo.map(|m| m.free).or(f.device_free),
-        driver_total_bytes: p.meminfo.map(|m| m.total),
-        driver_report_time_ns: p.meminfo.map(|m| m.time),
+        driver_free_bytes: figure.map(|d| d.free),
+        driver_total_bytes: figure.and_then(|d| d.total),
+        driver_report_time_ns: driver.map(|d| d.3).or(figure.map(|_| p.time)),
+        driver_figure: figure.map(|d| d.source),
         untraced_bytes: untraced,
         estimated_free_bytes: estimated_free,
         allocator: f.allocator,

@@ -98,8 +98,11 @@ pub struct FailureSummary {
     pub result: i32,
     pub result_name: String,
     pub reserved_bytes: u64,
+    /// The driver's figure at the failure ([`crate::model::DriverFigure`]: the same in
+    /// every view), and where it comes from.
     pub driver_free_bytes: Option<u64>,
     pub driver_total_bytes: Option<u64>,
+    pub driver_figure: Option<crate::model::DriverSource>,
 }
 
 #[derive(Serialize)]
@@ -245,8 +248,9 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                 result: f.event.res,
                 result_name: errors::name(f.event.api, f.event.res),
                 reserved_bytes: f.reserved_on_device,
-                driver_free_bytes: f.last_meminfo.map(|m| m.0).or(f.device_free),
-                driver_total_bytes: f.last_meminfo.map(|m| m.1),
+                driver_free_bytes: f.driver_at_failure().map(|d| d.free),
+                driver_total_bytes: f.driver_at_failure().and_then(|d| d.total),
+                driver_figure: f.driver_at_failure().map(|d| d.source),
             })
             .collect(),
     }
