@@ -285,7 +285,10 @@ fn oom_names_who_held_the_memory_at_the_failure() {
         let text =
             String::from_utf8(common::vramtrace(&["oom", copy.to_str().unwrap()]).stdout).unwrap();
         let function = truth[0]["function"].as_str().unwrap();
-        assert!(text.contains("Its live tensors asked for"), "{text}");
+        assert!(
+            text.contains("Its live tensors (allocated layer) asked for"),
+            "{text}"
+        );
         assert!(text.contains(function), "{name}: {function} in {text}");
     }
 }

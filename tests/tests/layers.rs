@@ -201,17 +201,7 @@ print(json.dumps({
     "functions": sorted({f["name"] for x in segments for f in x["frames"]}),
 }))
 "#;
-    let py = std::process::Command::new(vramtrace_tests::harness::python())
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let got: Value = serde_json::from_slice(&py.stdout).unwrap();
+    let got = python_json(script, &path);
     assert_eq!(got["reserved"], pool["reserved_during_pause"]);
     assert_eq!(got["allocated"], pool["allocated_end"]);
     assert_eq!(got["covered"], true, "blocks tile each segment");
@@ -451,4 +441,143 @@ fn leaks_lists_the_blocks_never_given_back() {
             .any(|f| f["function"] == "main" && f["line"] == weights["line"]),
         "{frames:?}"
     );
+}
+
+/// What a Python script (`python -c SCRIPT PATH`, which must succeed) prints, as JSON: the
+/// tests' own reading of a file, as Python's `pickle` reads it.
+fn python_json(script: &str, path: &std::path::Path) -> Value {
+    let py = std::process::Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    serde_json::from_slice(&py.stdout).unwrap()
+}
+
+/// The sum of the byte counts of folded-stack lines (`frame;frame;... bytes`).
+fn folded_bytes(folded: &str) -> u64 {
+    folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Every view that lists memory answers at the allocated layer where an allocator tells
+/// its blocks, at the reserved layer with `--layer reserved`, and says which: checked
+/// against the caching pool's own bookkeeping (its segments only grow, so the reserved
+/// peak and end are what it held during its pause).
+#[test]
+fn every_view_answers_at_the_layer_asked() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let reserved = pool["reserved_during_pause"].as_u64().unwrap();
+    let json = |args: &[&str]| -> Value { serde_json::from_str(&run.view(args)).unwrap() };
+
+    // flamegraph: the tensors at their peak, or the segments.
+    let tensors = run.view(&["flamegraph", "--folded"]);
+    assert_eq!(
+        Some(folded_bytes(&tensors)),
+        pool["requested_peak"].as_u64()
+    );
+    assert!(tensors.contains("vramtrace_block_alloc"), "{tensors}");
+    let segments = run.view(&["flamegraph", "--folded", "--layer", "reserved"]);
+    assert_eq!(folded_bytes(&segments), reserved);
+    assert!(!segments.contains("vramtrace_block_alloc"), "{segments}");
+    let never_freed = run.view(&["flamegraph", "--folded", "--leaks"]);
+    assert_eq!(
+        Some(folded_bytes(&never_freed)),
+        pool["requested_end"].as_u64()
+    );
+    let held = run.view(&["flamegraph", "--folded", "--leaks", "--layer", "reserved"]);
+    assert_eq!(folded_bytes(&held), reserved);
+
+    // leaks: which layer it answers at, and the text lists that one alone when asked.
+    let leaks = json(&["leaks", "--json"]);
+    assert_eq!(leaks["layer"], "allocated");
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    assert_eq!(
+        json(&["leaks", "--json", "--layer", "reserved"])["layer"],
+        "reserved"
+    );
+    assert_eq!(leaks["leaked_bytes"].as_u64(), Some(reserved));
+    let text = run.view(&["leaks"]);
+    let (tensors_at, segments_at) = (
+        text.find("allocated layer").expect("tensors listed"),
+        text.find("reserved layer").expect("segments listed"),
+    );
+    assert!(tensors_at < segments_at, "tensors first: {text}");
+    let text = run.view(&["leaks", "--layer", "reserved"]);
+    assert!(!text.contains("allocated layer"), "{text}");
+
+    // summary: the groups at each GPU's peak are tensors, or segments when asked.
+    let summary = json(&["summary", "--json"]);
+    assert_eq!(summary["devices"][0]["layer"], "allocated");
+    let summary = json(&["summary", "--json", "--layer", "reserved"]);
+    assert_eq!(summary["devices"][0]["layer"], "reserved");
+    let text = run.view(&["summary"]);
+    assert!(text.contains("reserved at"), "{text}");
+    assert!(text.contains("tensors (allocated layer): peak "), "{text}");
+
+    // timeline: one layer's series only.
+    for (layer, names) in [
+        ("allocated", &["allocated", "allocated_pytorch"][..]),
+        ("reserved", &["reserved"][..]),
+    ] {
+        let t = json(&["timeline", "--json", "--layer", layer]);
+        let series = t["series"].as_array().unwrap();
+        assert!(!series.is_empty());
+        assert!(
+            series
+                .iter()
+                .all(|s| names.contains(&s["layer"].as_str().unwrap())),
+            "{layer}: {t}"
+        );
+    }
+
+    // export --format memory-viz: tensors inside the segments, or one block per segment.
+    let path = run.dir.path().join("reserved.pickle");
+    run.view(&[
+        "export",
+        "--format",
+        "memory-viz",
+        "--layer",
+        "reserved",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    let script = r#"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+print(json.dumps(sorted({len([b for b in x["blocks"] if b["state"] == "active_allocated"]) for x in s["segments"]})))
+"#;
+    let per_segment = python_json(script, &path);
+    assert_eq!(per_segment, serde_json::json!([1]), "one block per segment");
+}
+
+/// `oom` lists the live tensors at a failure first, and only the reserved layer when asked.
+#[test]
+fn oom_answers_at_the_layer_asked() {
+    let run = run_sim(
+        "caching_pool",
+        &["fragment"],
+        &["--sim-capacity", "370MiB"],
+        &[],
+    );
+    let text = run.view(&["oom"]);
+    let tensors_at = text.find("(allocated layer)").expect("tensors listed");
+    let segments_at = text.find("(reserved layer)").expect("segments listed");
+    assert!(tensors_at < segments_at, "{text}");
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    assert_eq!(oom["failures"][0]["layer"], "allocated");
+    let text = run.view(&["oom", "--layer", "reserved"]);
+    assert!(!text.contains("(allocated layer)"), "{text}");
+    let oom: Value =
+        serde_json::from_str(&run.view(&["oom", "--json", "--layer", "reserved"])).unwrap();
+    assert_eq!(oom["failures"][0]["layer"], "reserved");
 }

@@ -3,7 +3,7 @@
 
 use super::escape::folded;
 use crate::views::groups::Group;
-use crate::views::leaks::Leaks;
+use crate::views::leaks::LeakGroup;
 use crate::views::peak::PeakView;
 use crate::views::stacks;
 
@@ -41,10 +41,10 @@ pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
     lines
 }
 
-/// The same for memory never freed.
-pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
-    leaks
-        .groups
+/// The same for memory never freed: `groups` of one layer (a leaks view's `groups` or
+/// `tensor_groups`).
+pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
+    groups
         .iter()
         .filter(|g| g.kind != "host" && g.bytes > 0)
         .map(|g| {

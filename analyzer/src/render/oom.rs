@@ -2,7 +2,7 @@
 
 use super::escape::terminal as t;
 use crate::units::{self, bytes};
-use crate::views::oom::OomView;
+use crate::views::oom::{OomView, Postmortem};
 use crate::views::stacks;
 use std::fmt::Write;
 
@@ -40,52 +40,15 @@ pub fn text(v: &OomView) -> String {
                 t(&stacks::inline(&f.frames).replacen(" <-", "", 1))
             );
         }
-        let _ = writeln!(
-            o,
-            "  It held {} in {} there (its peak so far: {}):",
-            bytes(f.live_bytes),
-            units::count(f.live_blocks, "block"),
-            bytes(f.peak_before_bytes)
-        );
-        for g in f.live_groups.iter().take(TOP_GROUPS) {
-            let _ = writeln!(
-                o,
-                "    {:>12}  {:>6} blocks  {}",
-                bytes(g.bytes),
-                g.blocks,
-                t(&g.who())
-            );
-        }
-        let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
-        if f.live_group_count > shown {
-            let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
-        }
-        if let Some(in_use) = f.tensor_bytes {
-            let _ = writeln!(
-                o,
-                "  Its live tensors asked for {} in {}:",
-                bytes(in_use),
-                units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
-            );
-            for g in f.tensor_groups.iter().take(TOP_GROUPS) {
-                let _ = writeln!(
-                    o,
-                    "    {:>12}  {:>6} tensors  {}",
-                    bytes(g.bytes),
-                    g.blocks,
-                    if g.frames.is_empty() {
-                        "(no stack: allocated before the history began, or not recorded)".into()
-                    } else {
-                        stacks::inline(&g.frames).replacen(" <- ", "", 1)
-                    }
-                );
+        if f.layer == "allocated" {
+            tensors(&mut o, f);
+            if f.both_layers {
+                reserved(&mut o, f);
             }
-            if f.tensor_groups.len() > TOP_GROUPS {
-                let _ = writeln!(
-                    o,
-                    "    ... {} more groups",
-                    f.tensor_groups.len() - TOP_GROUPS
-                );
+        } else {
+            reserved(&mut o, f);
+            if f.both_layers {
+                tensors(&mut o, f);
             }
         }
         if !f.other_processes.is_empty() {
@@ -158,4 +121,64 @@ pub fn text(v: &OomView) -> String {
         let _ = writeln!(o);
     }
     o
+}
+
+/// What the process held at the failure in the reserved layer, by group.
+fn reserved(o: &mut String, f: &Postmortem) {
+    let _ = writeln!(
+        o,
+        "  It held {} of device memory (reserved layer) in {} there (its peak so far: {}):",
+        bytes(f.live_bytes),
+        units::count(f.live_blocks, "block"),
+        bytes(f.peak_before_bytes)
+    );
+    for g in f.live_groups.iter().take(TOP_GROUPS) {
+        let _ = writeln!(
+            o,
+            "    {:>12}  {:>6} blocks  {}",
+            bytes(g.bytes),
+            g.blocks,
+            t(&g.who())
+        );
+    }
+    let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
+    if f.live_group_count > shown {
+        let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
+    }
+}
+
+/// The live tensors at the failure (the allocated layer), by who asked.
+fn tensors(o: &mut String, f: &Postmortem) {
+    if let Some(in_use) = f.tensor_bytes {
+        let allocated = f
+            .allocator
+            .map(|a| format!(" ({} in blocks)", bytes(a.allocated_bytes)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  Its live tensors (allocated layer) asked for {}{allocated} in {}:",
+            bytes(in_use),
+            units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
+        );
+        for g in f.tensor_groups.iter().take(TOP_GROUPS) {
+            let _ = writeln!(
+                o,
+                "    {:>12}  {:>6} tensors  {}",
+                bytes(g.bytes),
+                g.blocks,
+                if g.frames.is_empty() {
+                    "(no stack: allocated before the history began, or not recorded)".into()
+                } else {
+                    t(&stacks::inline(&g.frames).replacen(" <- ", "", 1)).into_owned()
+                }
+            );
+        }
+        if f.tensor_groups.len() > TOP_GROUPS {
+            let _ = writeln!(
+                o,
+                "    ... {} more groups",
+                f.tensor_groups.len() - TOP_GROUPS
+            );
+        }
+    }
 }

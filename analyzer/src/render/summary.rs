@@ -27,7 +27,7 @@ pub fn text(s: &Summary) -> String {
         let label = t(&label);
         let _ = writeln!(
             o,
-            "{label}: peak {} at {}, {} at the end{}",
+            "{label}: peak {} reserved at {}, {} at the end{}",
             units::bytes(d.peak_reserved_bytes),
             units::when(s.start_unix_ns, d.peak_time_ns),
             units::bytes(d.reserved_bytes_at_end),
@@ -37,7 +37,17 @@ pub fn text(s: &Summary) -> String {
                 String::new()
             }
         );
-        for g in d.at_peak.iter().take(TOP_GROUPS) {
+        let (groups, unit) = if d.layer == "allocated" {
+            let _ = writeln!(
+                o,
+                "  tensors (allocated layer): peak {} requested; at it:",
+                units::bytes(d.peak_requested_bytes.unwrap_or(0))
+            );
+            (&d.tensors_at_peak, "tensors")
+        } else {
+            (&d.at_peak, "blocks")
+        };
+        for g in groups.iter().take(TOP_GROUPS) {
             let who = if d.pids.len() > 1 {
                 format!("  pid {}", g.pid.unwrap_or(0))
             } else {
@@ -45,7 +55,7 @@ pub fn text(s: &Summary) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:>12}  {:>6} blocks  {}{who}",
+                "  {:>12}  {:>6} {unit}  {}{who}",
                 units::bytes(g.bytes),
                 g.blocks,
                 t(&g.who())
@@ -97,7 +107,13 @@ pub fn text(s: &Summary) -> String {
         for d in &p.devices {
             let tensors = d
                 .peak_requested_bytes
-                .map(|b| format!("; tensors peak {} requested", units::bytes(b)))
+                .map(|b| {
+                    let blocks = d
+                        .peak_allocated_bytes
+                        .map(|a| format!(", {} allocated in blocks", units::bytes(a)))
+                        .unwrap_or_default();
+                    format!("; tensors peak {} requested{blocks}", units::bytes(b))
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 o,

@@ -3,6 +3,7 @@
 //! blocks inside them (without annotations, each allocation is one block filling its
 //! segment), and the most recent events become the snapshot's trace entries.
 
+use super::layer::Layer;
 use crate::model::Map;
 use crate::run::{Run, Step};
 use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEntry};
@@ -38,6 +39,8 @@ pub struct MemoryVizBuilder {
     blocks: Vec<Map<u64, Live>>,
     annotated: Vec<bool>,
     entries: Map<i32, VecDeque<Pending>>,
+    /// `--layer reserved`: annotated blocks are left out, every allocation is one block.
+    reserved_only: bool,
 }
 
 impl MemoryVizBuilder {
@@ -48,6 +51,16 @@ impl MemoryVizBuilder {
             blocks: Vec::new(),
             annotated: Vec::new(),
             entries: Map::default(),
+            reserved_only: false,
+        }
+    }
+
+    /// A builder at `layer`: the allocated layer's blocks where the run has them (the
+    /// default), or, for the reserved layer, each allocation as one block.
+    pub fn at_layer(max_entries: usize, layer: Layer) -> Self {
+        MemoryVizBuilder {
+            reserved_only: layer == Layer::Reserved,
+            ..MemoryVizBuilder::new(max_entries)
         }
     }
 
@@ -138,7 +151,7 @@ impl MemoryVizBuilder {
                     );
                 }
             }
-            Op::BlockAlloc => {
+            Op::BlockAlloc if !self.reserved_only => {
                 self.annotated[p] = true;
                 let live = Live {
                     size: e.size,
@@ -148,7 +161,7 @@ impl MemoryVizBuilder {
                 self.blocks[p].insert(e.addr, live);
                 self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
             }
-            Op::BlockFree => {
+            Op::BlockFree if !self.reserved_only => {
                 if let Some(b) = self.blocks[p].remove(&e.addr) {
                     self.push_free(b.dev, p, b.stack, |a| entry(a, e.addr, b.size));
                 }

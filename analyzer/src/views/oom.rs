@@ -5,6 +5,7 @@
 //! is held by things vramtrace does not see: CUDA contexts, libraries, other programs).
 
 use super::groups::{self, Group};
+use super::layer::Layer;
 use crate::errors;
 use crate::model::{DriverFigure, DriverSource};
 use crate::run::{Run, Step};
@@ -33,9 +34,19 @@ struct Pending {
 pub struct OomWatch {
     meminfo: Vec<Option<Meminfo>>,
     pending: Vec<Pending>,
+    /// The layer asked for (`--layer`).
+    layer: Option<Layer>,
 }
 
 impl OomWatch {
+    /// A watch whose post-mortems answer at `layer` (by default, tensors where known).
+    pub fn at_layer(layer: Option<Layer>) -> Self {
+        OomWatch {
+            layer,
+            ..OomWatch::default()
+        }
+    }
+
     pub fn step(&mut self, step: &Step) {
         if step.ended {
             return;
@@ -102,7 +113,7 @@ impl OomWatch {
         let failures = self
             .pending
             .into_iter()
-            .map(|p| postmortem(run, p))
+            .map(|p| postmortem(run, p, self.layer))
             .collect();
         OomView {
             format: "vramtrace-oom",
@@ -123,6 +134,13 @@ pub struct OomView {
 
 #[derive(Serialize)]
 pub struct Postmortem {
+    /// The layer the post-mortem answers at: `allocated` where the tensors at the failure
+    /// are known (and `--layer reserved` was not asked), else `reserved`. Both layers'
+    /// figures are here whatever it is; the text lists this one first.
+    pub layer: &'static str,
+    /// Whether the text lists the other layer after it (no `--layer` given).
+    #[serde(skip)]
+    pub both_layers: bool,
     pub pid: u32,
     pub rank: Option<String>,
     pub time_ns: u64,
@@ -245,7 +263,7 @@ pub fn judge(f: Figures) -> (Verdict, Option<u64>, Option<u64>) {
     (verdict, Some(untraced), Some(estimated_free))
 }
 
-fn postmortem(run: &Run, p: Pending) -> Postmortem {
+fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
     let model = &run.processes[p.process];
     let f = &model.failures[p.failure];
     let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
@@ -289,7 +307,13 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         _ => super::oom_words::explain(verdict, &figures, untraced, &live_groups),
     };
     let advice = super::oom_words::advice(verdict);
+    let shown = match (layer, tensor_bytes) {
+        (Some(Layer::Reserved), _) | (_, None) => Layer::Reserved,
+        _ => Layer::Allocated,
+    };
     Postmortem {
+        layer: shown.name(),
+        both_layers: layer.is_none(),
         pid: model.header.pid,
         rank: model.rank().map(str::to_string),
         time_ns: p.time,
