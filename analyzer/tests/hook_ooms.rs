@@ -7,7 +7,8 @@
 //! GIVEN pid 42 on h1, which asks the driver once at its start (70 GiB free of 80), then
 //! fails 20 GiB twice (the caching allocator's retry after freeing its cache: one error),
 //! allocates 1 GiB, and fails 30 GiB, which vramtrace's probe answers (3 GiB free); its
-//! hook's json lists both errors (5 GiB and 4 GiB free of 80 GiB).
+//! hook's json lists both errors (5 GiB and 4 GiB free of 80 GiB). NVML sampled the
+//! process at 9.3 GiB just before the last failure.
 
 mod common;
 use common::*;
@@ -32,9 +33,10 @@ fn run_dir() -> tempfile::TempDir {
             failed(100 * MS, 0, "cudaMalloc", 20 * GIB),
             failed(101 * MS, 0, "cudaMalloc", 20 * GIB),
             alloc(150 * MS, 0, "cudaMalloc", 0x9_0000_0000, GIB),
+            json!({"t": 180 * MS, "tid": 7, "dev": 0, "api": "nvml_sample", "res": 0, "size": 9 * GIB + 300 * MIB}).to_string(),
             failed(200 * MS, 0, "cudaMalloc", 30 * GIB),
             probe(200 * MS, 3 * GIB, 80 * GIB),
-            end(500 * MS, 7),
+            end(500 * MS, 8),
         ],
     );
     let info = json!({"pid": 42, "ooms": [
@@ -90,6 +92,17 @@ fn summary_oom_and_export_give_one_driver_figure_per_failure() {
     assert_eq!(sources(&summary), ["last_answer", "pytorch", "probe"]);
     let (oom, _, _) = json_view(&["oom", "--json", path]);
     assert_eq!(figures(&oom["failures"]), expected, "oom");
+    // The device layer where known: NVML's sample at 180 ms is before the last failure only.
+    let device: Vec<&Value> = oom["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["device_bytes"])
+        .collect();
+    assert_eq!(
+        device,
+        [&Value::Null, &Value::Null, &json!(9 * GIB + 300 * MIB)]
+    );
     let text = String::from_utf8(vramtrace(&["oom", path]).stdout).unwrap();
     let bytes = vramtrace_analyzer::units::bytes;
     let said = format!(

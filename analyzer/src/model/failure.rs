@@ -50,6 +50,9 @@ pub struct Failure {
     pub device_total: Option<u64>,
     /// vramtrace's own `cuMemGetInfo` right after the failure: (free, total).
     pub probe: Option<(u64, u64)>,
+    /// The device layer: this process's used memory on that device by NVML's last sample
+    /// before the failure (CUDA context included; what nvidia-smi showed).
+    pub device_used: Option<u64>,
     /// Successful allocations before it: failures with the same count and request are
     /// the retries of one out-of-memory error (the caching allocator frees its cache and
     /// asks again).

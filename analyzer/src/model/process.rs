@@ -195,6 +195,7 @@ impl ProcessModel {
                 device_free: None,
                 device_total: None,
                 probe: None,
+                device_used: self.layers.devices.get(&e.dev).and_then(|l| l.device),
                 allocations_before: self.counts.allocations,
             });
             return;

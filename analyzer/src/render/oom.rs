@@ -51,6 +51,13 @@ pub fn text(v: &OomView) -> String {
                 tensors(&mut o, f);
             }
         }
+        if let Some(used) = f.device_bytes {
+            let _ = writeln!(
+                o,
+                "  NVML's last sample before it showed the process using {} on the device (device layer: CUDA context included).",
+                bytes(used)
+            );
+        }
         if !f.other_processes.is_empty() {
             let others: Vec<String> = f
                 .other_processes

@@ -165,6 +165,9 @@ pub struct Postmortem {
     pub tensor_groups: Vec<Group>,
     /// Their requested bytes summed; null where tensors are not known.
     pub tensor_bytes: Option<u64>,
+    /// The device layer: this process's memory on the device by NVML's last sample before
+    /// the failure (CUDA context included); null without samples.
+    pub device_bytes: Option<u64>,
     /// How many groups it held there, all of them.
     pub live_group_count: u64,
     /// Other traced processes on the same GPU.
@@ -332,6 +335,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         live_groups,
         tensor_groups,
         tensor_bytes,
+        device_bytes: f.device_used,
         other_processes: p
             .others
             .iter()
