@@ -139,6 +139,16 @@ fn peak_on_the_run_names_the_tensors_by_python_call_site() {
     let dev = &processes[0]["devices"][0];
     assert_eq!(dev["peak_requested_bytes"], run.truth["peak"], "{dev}");
     assert_eq!(dev["peak_reserved_bytes"].as_u64(), Some(20 * MIB), "{dev}");
+    // Block sizes, by the tests' own replay of the pickle.
+    let blocks = python_list(
+        BLOCK_SIZES,
+        &[&run.path.join("torch-snapshot-h1-42.pickle")],
+    );
+    assert_eq!(blocks[0]["wrong"], 0, "{blocks:?}");
+    assert_eq!(
+        dev["peak_allocated_bytes"], blocks[0]["peak_allocated"],
+        "{dev}"
+    );
 }
 
 #[test]
