@@ -328,6 +328,13 @@ pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1],
     assert_eq!(at(10)["live_bytes"].as_u64(), Some(4 << 20));
     assert_eq!(at(20)["live_bytes"].as_u64(), Some(10 << 20));
     assert_eq!(at(30)["live_bytes"].as_u64(), Some(6 << 20));
+    // This process's allocator annotates its own blocks: the snapshot's tensors do not
+    // join its allocated layer as well (its 6 MiB never freed would show as a leak).
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let leaks: Value = serde_json::from_str(&run.view(&["leaks", "--json"])).unwrap();
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
+    assert_eq!(peak["devices"][0]["live_bytes"], pool["requested_peak"]);
 }
 
 #[test]

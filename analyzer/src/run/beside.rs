@@ -7,6 +7,12 @@
 //! clock from its header's start, whose wall clock the header gives too; so a tensor's
 //! time on the trace's clock is its wall clock less the trace's start.
 //!
+//! An allocator that annotates its own blocks (`vramtrace_block_alloc`) already gives the
+//! process's tensors: from its first annotation on, the snapshot's tensors are withdrawn
+//! (freed from the allocated layer at that moment) and no more join, rather than count
+//! the same memory twice. (PyTorch does not annotate today; this keeps a future adapter
+//! that does from being counted twice.)
+//!
 //! A process may leave several snapshots (one at its first out-of-memory error, one at
 //! exit), whose histories overlap: the one whose history ends last joins, the others are
 //! named in a note (summing them would count a tensor twice).
@@ -15,8 +21,9 @@ use super::Event;
 use crate::model::ProcessModel;
 use crate::snapshot::events::SnapshotEvents;
 use crate::views::snapshots_beside::{owner_of, snapshots_beside};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use vramtrace_schema::{Op, StackTable};
+use vramtrace_schema::{Api, Op, StackTable};
 
 /// One snapshot's tensors, as events of the process `process` (its trace's clock).
 pub struct Beside {
@@ -108,4 +115,74 @@ pub fn hook_snapshots(
         chosen[p] = Some(keep);
     }
     chosen.into_iter().flatten().map(|(_, b)| b).collect()
+}
+
+/// Which processes a snapshot joins, and what of it is live in each, as the replay goes.
+pub struct Joined {
+    /// Processes a snapshot joins.
+    joins: Vec<bool>,
+    /// Processes whose own allocator annotated a block: the snapshot no longer joins.
+    annotates: Vec<bool>,
+    /// The snapshot's tensors live in each process: (address, device).
+    live: Vec<BTreeSet<(u64, i32)>>,
+    /// Processes whose withdrawal is still to be said.
+    unsaid: Vec<usize>,
+}
+
+impl Joined {
+    pub fn new(processes: usize, joining: impl Iterator<Item = usize>) -> Joined {
+        let mut joins = vec![false; processes];
+        for p in joining {
+            joins[p] = true;
+        }
+        Joined {
+            joins,
+            annotates: vec![false; processes],
+            live: vec![BTreeSet::new(); processes],
+            unsaid: Vec::new(),
+        }
+    }
+
+    /// Whether `e`, an event of process `i` (from its snapshot: `beside`), is applied, and
+    /// the frees that withdraw the snapshot's tensors first (at the process's first own
+    /// annotation).
+    pub fn admit(&mut self, i: usize, beside: bool, e: &Event) -> (bool, Vec<Event>) {
+        if !self.joins[i] {
+            return (true, Vec::new());
+        }
+        if beside {
+            if self.annotates[i] {
+                return (false, Vec::new());
+            }
+            match e.api.op() {
+                Op::BlockAlloc => self.live[i].insert((e.addr, e.dev)),
+                _ => self.live[i].remove(&(e.addr, e.dev)),
+            };
+            return (true, Vec::new());
+        }
+        if e.api.op() != Op::BlockAlloc || self.annotates[i] {
+            return (true, Vec::new());
+        }
+        self.annotates[i] = true;
+        self.unsaid.push(i);
+        let frees = std::mem::take(&mut self.live[i])
+            .into_iter()
+            .map(|(addr, dev)| {
+                let mut free = Event::new(e.t, e.tid, dev, Api::VramtraceBlockFree, 0);
+                free.addr = addr;
+                free
+            })
+            .collect();
+        (true, frees)
+    }
+
+    /// The note for process `i`, once, when its snapshot stopped joining.
+    pub fn note(&mut self, i: usize, p: &ProcessModel) -> Option<String> {
+        let at = self.unsaid.iter().position(|&u| u == i)?;
+        self.unsaid.swap_remove(at);
+        Some(format!(
+            "note: {}: its allocator annotates its own blocks: the tensors of its PyTorch snapshot leave the allocated layer at its first annotation (they would be counted twice)",
+            p.path.display()
+        ))
+    }
 }

@@ -184,6 +184,13 @@ impl Run {
         // Processes whose own events have run out: a hook snapshot's tensors timed after
         // that (clocks a little apart) would outlive the process.
         let mut over = vec![false; run.processes.len()];
+        let mut joined = beside::Joined::new(
+            run.processes.len(),
+            sources
+                .iter()
+                .filter(|x| matches!(x.events, Events::Beside(_)))
+                .map(|x| x.process),
+        );
         while let Some(Reverse((time, what, s))) = queue.pop() {
             // An end is queued with its process; an event with its source.
             let i = if what == ends::END {
@@ -205,31 +212,24 @@ impl Run {
                 .next
                 .take()
                 .expect("a queued source has an event");
-            if over[i] {
+            let beside = matches!(sources[s].events, Events::Beside(_));
+            let (admitted, withdrawn) = joined.admit(i, beside, &event);
+            if let Some(note) = joined.note(i, &run.processes[i]) {
+                run.notes.push(note);
+            }
+            for free in withdrawn {
+                run.replay(&mut ends, i, time, &free, &mut each);
+            }
+            if over[i] || !admitted {
                 if let Some(t) = run.pull(&mut sources, s) {
                     queue.push(Reverse((t, ends::EVENT, s)));
                 }
                 continue;
             }
-            run.processes[i].apply(&event);
-            ends.starting(&mut run, i, time, &mut each);
-            let model = &run.processes[i];
-            run.devices.apply(i, &model.header, time, model.changes());
-            run.tensors
-                .apply(i, &model.header, time, model.tensor_changes());
-            run.end_time = run.end_time.max(time);
-            each(&Step {
-                process: i,
-                event: &event,
-                time,
-                model,
-                changes: model.changes(),
-                devices: &run.devices,
-                ended: false,
-            });
+            run.replay(&mut ends, i, time, &event, &mut each);
             match run.pull(&mut sources, s) {
                 Some(t) => queue.push(Reverse((t, ends::EVENT, s))),
-                None if matches!(sources[s].events, Events::Beside(_)) => {}
+                None if beside => {}
                 None => {
                     over[i] = true;
                     // A snapshot is the state at its dump, not a process that ended.
@@ -274,6 +274,34 @@ impl Run {
         run.tensors.finish();
         hook_ooms::attach(paths, &mut run);
         Ok(run)
+    }
+
+    /// Applies `event` to process `i` at run time `time`, and to the run's totals; `each`
+    /// sees it.
+    fn replay(
+        &mut self,
+        ends: &mut ends::Ends,
+        i: usize,
+        time: u64,
+        event: &Event,
+        each: &mut impl FnMut(&Step),
+    ) {
+        self.processes[i].apply(event);
+        ends.starting(self, i, time, each);
+        let model = &self.processes[i];
+        self.devices.apply(i, &model.header, time, model.changes());
+        self.tensors
+            .apply(i, &model.header, time, model.tensor_changes());
+        self.end_time = self.end_time.max(time);
+        each(&Step {
+            process: i,
+            event,
+            time,
+            model,
+            changes: model.changes(),
+            devices: &self.devices,
+            ended: false,
+        });
     }
 
     /// Reads the next event of source `i` into it; returns its run time.
