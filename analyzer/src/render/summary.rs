@@ -1,6 +1,7 @@
 //! `summary` as text: one screen.
 
 use super::escape::terminal as t;
+use crate::model::DriverSource;
 use crate::units;
 use crate::views::preallocation;
 use crate::views::summary::Summary;
@@ -144,13 +145,19 @@ pub fn text(s: &Summary) -> String {
             );
         }
         for f in &p.failures {
+            // Who said so, as `oom` says it: the figure is the same by one rule.
+            let said = match f.driver_figure {
+                Some(DriverSource::Probe) => "the driver reported right after it",
+                Some(DriverSource::Pytorch) => "PyTorch saw at it",
+                _ => "the driver last reported",
+            };
             let driver = match (f.driver_free_bytes, f.driver_total_bytes) {
                 (Some(free), Some(total)) => format!(
-                    "; the driver last reported {} free of {}",
+                    "; {said} {} free of {}",
                     units::bytes(free),
                     units::bytes(total)
                 ),
-                (Some(free), None) => format!("; the driver had {} free", units::bytes(free)),
+                (Some(free), None) => format!("; {said} {} free", units::bytes(free)),
                 _ => String::new(),
             };
             let _ = writeln!(
