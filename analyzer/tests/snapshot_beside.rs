@@ -173,3 +173,66 @@ fn oom_lists_the_tensors_alive_at_the_traced_failure() {
     }
     assert_eq!(Value::Object(by), run.truth["at_failure"], "{f}");
 }
+
+/// A pickle at `path` whose history takes a segment and allocates one tensor of `size` in
+/// it at wall clock `at_ns`, never freed.
+fn one_tensor(path: &Path, addr: u64, size: u64, at_ns: u64) {
+    let script = r#"
+import pickle, sys
+path, addr, size, t_us = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) // 1000
+frames = [{"filename": "/home/me/job.py", "line": 1, "name": "main"}]
+trace = [{"action": "segment_alloc", "addr": addr, "size": size, "stream": 0, "time_us": t_us, "frames": []},
+         {"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t_us, "frames": frames}]
+segment = {"device": 0, "address": addr, "total_size": size, "stream": 0, "segment_type": "large",
+           "frames": [], "blocks": [{"address": addr, "size": size, "requested_size": size,
+                                     "state": "active_allocated", "frames": frames}]}
+pickle.dump({"segments": [segment], "device_traces": [trace]}, open(path, "wb"), protocol=4)
+print("[]")
+"#;
+    let args = [addr.to_string(), size.to_string(), at_ns.to_string()];
+    let args: Vec<&Path> = std::iter::once(path)
+        .chain(args.iter().map(Path::new))
+        .collect();
+    python_list(script, &args);
+}
+
+/// Two jobs one after the other on one GPU, each leaving its tensors alive at its exit (as
+/// PyTorch does): the run's allocated layer gives the first job's tensors back when it
+/// ends, so the GPU's tensor peak is the larger job's, never the two summed.
+#[test]
+fn an_ended_process_s_tensors_leave_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (pid, start, addr, size) in [(1u32, 0, SEGMENT, 8 * MIB), (2, 2 * S, SEGMENT, 6 * MIB)] {
+        write_trace(
+            d,
+            &format!("vramtrace-h1-{pid}.jsonl"),
+            &[
+                header(pid, "h1", S + start, UNIX0 + start, None),
+                alloc(10 * MS, 0, "cudaMalloc", addr, size),
+                end(S, 1),
+            ],
+        );
+        one_tensor(
+            &d.join(format!("torch-snapshot-h1-{pid}.pickle")),
+            addr,
+            size,
+            UNIX0 + start + 10 * MS,
+        );
+    }
+    let summary = view(&["summary", "--json"], d);
+    let gpu = &summary["devices"][0];
+    assert_eq!(gpu["peak_requested_bytes"].as_u64(), Some(8 * MIB), "{gpu}");
+    assert_eq!(gpu["peak_reserved_bytes"].as_u64(), Some(8 * MIB), "{gpu}");
+    let processes = summary["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 2);
+    for p in processes {
+        // Each process keeps its own: what it never freed.
+        let want = if p["pid"] == 1 { 8 * MIB } else { 6 * MIB };
+        assert_eq!(
+            p["devices"][0]["peak_requested_bytes"].as_u64(),
+            Some(want),
+            "{p}"
+        );
+    }
+}

@@ -181,8 +181,9 @@ impl Run {
         }
         let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
-        // Processes whose own events have run out: a hook snapshot's tensors timed after
-        // that (clocks a little apart) would outlive the process.
+        // Processes that are over (at their end record; a cut trace at its last event): a
+        // hook snapshot's tensors timed after that (clocks a little apart) would outlive
+        // the process.
         let mut over = vec![false; run.processes.len()];
         let mut joined = beside::Joined::new(
             run.processes.len(),
@@ -205,6 +206,7 @@ impl Run {
                 continue;
             }
             if what == ends::END {
+                over[i] = true;
                 ends.release(&mut run, i, None, time, &mut each);
                 continue;
             }
@@ -231,14 +233,15 @@ impl Run {
                 Some(t) => queue.push(Reverse((t, ends::EVENT, s))),
                 None if beside => {}
                 None => {
-                    over[i] = true;
                     // A snapshot is the state at its dump, not a process that ended.
                     let end = match &sources[s].events {
                         Events::Trace(r) => r.notes.end.as_ref().map(|e| e.t),
                         _ => None,
                     };
-                    if let Some(t) = ends.ran_out(&run, i, event, time, end) {
-                        queue.push(Reverse((t, ends::END, i)));
+                    // The process is over at its end record, or, cut, at its last event.
+                    match ends.ran_out(&run, i, event, time, end) {
+                        Some(t) => queue.push(Reverse((t, ends::END, i))),
+                        None => over[i] = true,
                     }
                 }
             }
