@@ -236,3 +236,28 @@ fn an_ended_process_s_tensors_leave_the_run() {
         );
     }
 }
+
+/// The segments both saw check the two clocks: when the trace took the segment 100 ms
+/// after the history says it did, a note says how far apart they are; in step, none.
+#[test]
+fn clocks_apart_are_said() {
+    let run = run_dir();
+    let notes = |out: std::process::Output| String::from_utf8(out.stderr).unwrap();
+    let path = run.path.to_str().unwrap();
+    let said = notes(vramtrace_ok(&["summary", path]));
+    assert!(!said.contains("its clock is"), "{said}");
+    write_trace(
+        &run.path,
+        "vramtrace-h1-42.jsonl",
+        &[
+            header(42, "h1", S, UNIX0, None),
+            alloc(150 * MS, 0, "cudaMalloc", SEGMENT, 20 * MIB),
+            end(500 * MS, 1),
+        ],
+    );
+    let said = notes(vramtrace_ok(&["summary", path]));
+    assert!(
+        said.contains("by 1 segment it shares with its process's trace, its clock is 100.0 ms behind the trace's"),
+        "{said}"
+    );
+}

@@ -5,7 +5,10 @@
 //!
 //! Clocks: a snapshot's times are wall clock (`time_us`), a trace's are its monotonic
 //! clock from its header's start, whose wall clock the header gives too; so a tensor's
-//! time on the trace's clock is its wall clock less the trace's start.
+//! time on the trace's clock is its wall clock less the trace's start. The segments both
+//! saw (the same address and size) check it: a note says when they put the clocks
+//! further apart than a few milliseconds. (They do not move the tensors: the replay is
+//! one pass, and the first shared segment may come long after the first tensor.)
 //!
 //! An allocator that annotates its own blocks (`vramtrace_block_alloc`) already gives the
 //! process's tensors: from its first annotation on, the snapshot's tensors are withdrawn
@@ -32,7 +35,20 @@ pub struct Beside {
     snap: SnapshotEvents,
     /// Wall clock of the snapshot's time 0 less the trace's start (ns; may be negative).
     shift: i128,
+    /// The history's segment allocations by (address, size): their time on the trace's
+    /// clock by the wall clock, to be checked against the trace's own `cudaMalloc` of
+    /// the same segment (the first [`CLOCK_CHECKS`]).
+    segments: crate::model::Map<(u64, u64), u64>,
+    /// Trace time less snapshot time of each segment both saw.
+    offsets: Vec<i128>,
 }
+
+/// Segments the clocks are checked on, at most.
+const CLOCK_CHECKS: usize = 1000;
+
+/// How far apart the two clocks may be before a note says so: a tensor may then be
+/// counted on the wrong side of a failure or a peak that close to it.
+const CLOCK_TOLERANCE_NS: i128 = 5_000_000;
 
 impl Beside {
     /// The next tensor event, on the trace's clock (a moment before the trace's start
@@ -51,6 +67,36 @@ impl Beside {
     /// The frames and stacks the tensors point at (ids clear of the trace's).
     pub fn take_stacks(&mut self) -> StackTable {
         std::mem::take(&mut self.snap.stacks)
+    }
+
+    /// The trace's own event `e` (of the process): a segment the history saw allocated
+    /// tells how far apart the two clocks are.
+    pub fn check_clock(&mut self, e: &Event) {
+        if e.api.op() != Op::Alloc || !e.ok() || self.offsets.len() >= CLOCK_CHECKS {
+            return;
+        }
+        if let Some(t) = self.segments.remove(&(e.addr, e.size)) {
+            self.offsets.push(e.t as i128 - t as i128);
+        }
+    }
+
+    /// A note when the segments both saw say the clocks are further apart than
+    /// [`CLOCK_TOLERANCE_NS`] (the median of the differences).
+    pub fn clock_note(&mut self) -> Option<String> {
+        if self.offsets.is_empty() {
+            return None;
+        }
+        self.offsets.sort_unstable();
+        let median = self.offsets[self.offsets.len() / 2];
+        (median.abs() > CLOCK_TOLERANCE_NS).then(|| {
+            format!(
+                "note: {}: by {} it shares with its process's trace, its clock is {:.1} ms {} the trace's: its tensors are placed by the wall clock, that far off",
+                self.path.display(),
+                crate::units::count(self.offsets.len() as u64, "segment"),
+                median.abs() as f64 / 1e6,
+                if median > 0 { "behind" } else { "ahead of" }
+            )
+        })
     }
 }
 
@@ -94,11 +140,19 @@ pub fn hook_snapshots(
             continue;
         }
         let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;
+        let on_trace = |t: u64| u64::try_from((t as i128 + shift).max(0)).unwrap_or(u64::MAX);
+        let segments = snap
+            .segments_ahead()
+            .take(CLOCK_CHECKS)
+            .map(|(addr, size, t)| ((addr, size), on_trace(t)))
+            .collect();
         let beside = Beside {
             process: p,
             path: file.path,
             snap,
             shift,
+            segments,
+            offsets: Vec::new(),
         };
         let (keep, drop) = match chosen[p].take() {
             Some((t, old)) if t >= last_ns => ((t, old), Some(beside.path)),

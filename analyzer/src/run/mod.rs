@@ -185,6 +185,13 @@ impl Run {
         // hook snapshot's tensors timed after that (clocks a little apart) would outlive
         // the process.
         let mut over = vec![false; run.processes.len()];
+        // The hook snapshot joining each process, whose clock its trace checks.
+        let mut beside_of: Vec<Option<usize>> = vec![None; run.processes.len()];
+        for (k, x) in sources.iter().enumerate() {
+            if matches!(x.events, Events::Beside(_)) {
+                beside_of[x.process] = Some(k);
+            }
+        }
         let mut joined = beside::Joined::new(
             run.processes.len(),
             sources
@@ -229,6 +236,11 @@ impl Run {
                 continue;
             }
             run.replay(&mut ends, i, time, &event, &mut each);
+            if let (false, Some(k)) = (beside, beside_of[i]) {
+                if let Events::Beside(b) = &mut sources[k].events {
+                    b.check_clock(&event);
+                }
+            }
             match run.pull(&mut sources, s) {
                 Some(t) => queue.push(Reverse((t, ends::EVENT, s))),
                 None if beside => {}
@@ -268,6 +280,7 @@ impl Run {
         for source in &mut sources {
             if let Events::Beside(b) = &mut source.events {
                 run.processes[source.process].stacks.merge(b.take_stacks());
+                run.notes.extend(b.clock_note());
             }
         }
         for model in &mut run.processes {

@@ -128,6 +128,17 @@ impl SnapshotEvents {
         Some(e)
     }
 
+    /// The segments the history saw allocated (`segment_alloc`, `segment_map`), not yet
+    /// read: (address, size, time). Those alive before the history are not among them
+    /// (their time is the history's start, not theirs).
+    pub fn segments_ahead(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.events
+            .as_slice()
+            .iter()
+            .filter(|e| e.api == Api::CudaMalloc && e.ok() && e.stream.is_some())
+            .map(|e| (e.addr, e.size, e.t))
+    }
+
     /// The end record a snapshot stands for: it was written whole.
     pub fn end(&self) -> End {
         End {
