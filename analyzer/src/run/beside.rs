@@ -35,16 +35,21 @@ pub struct Beside {
     snap: SnapshotEvents,
     /// Wall clock of the snapshot's time 0 less the trace's start (ns; may be negative).
     shift: i128,
-    /// The history's segment allocations by (address, size): their time on the trace's
-    /// clock by the wall clock, to be checked against the trace's own `cudaMalloc` of
-    /// the same segment (the first [`CLOCK_CHECKS`]).
-    segments: crate::model::Map<(u64, u64), u64>,
+    /// The history's segment allocations by (address, size): their times on the trace's
+    /// clock by the wall clock, in order, to be checked against the trace's own
+    /// `cudaMalloc` of the same segment (the first [`CLOCK_CHECKS`]).
+    segments: crate::model::Map<(u64, u64), Vec<u64>>,
     /// Trace time less snapshot time of each segment both saw.
     offsets: Vec<i128>,
 }
 
 /// Segments the clocks are checked on, at most.
 const CLOCK_CHECKS: usize = 1000;
+
+/// The furthest apart a segment of the trace and one of the history may be and still be
+/// taken for the same allocation: an address is reused, and a history that does not
+/// reach back to the start shares it with earlier allocations of the trace.
+const SAME_SEGMENT_NS: i128 = 1_000_000_000;
 
 /// How far apart the two clocks may be before a note says so: a tensor may then be
 /// counted on the wrong side of a failure or a peak that close to it.
@@ -75,8 +80,19 @@ impl Beside {
         if e.api.op() != Op::Alloc || !e.ok() || self.offsets.len() >= CLOCK_CHECKS {
             return;
         }
-        if let Some(t) = self.segments.remove(&(e.addr, e.size)) {
-            self.offsets.push(e.t as i128 - t as i128);
+        // The history's allocation of that segment nearest in time.
+        let Some(times) = self.segments.get(&(e.addr, e.size)) else {
+            return;
+        };
+        let at = times.partition_point(|&t| t < e.t);
+        let nearest = [at.checked_sub(1), Some(at)]
+            .into_iter()
+            .flatten()
+            .filter_map(|k| times.get(k))
+            .map(|&t| e.t as i128 - t as i128)
+            .min_by_key(|d| d.abs());
+        if let Some(d) = nearest.filter(|d| d.abs() <= SAME_SEGMENT_NS) {
+            self.offsets.push(d);
         }
     }
 
@@ -141,11 +157,11 @@ pub fn hook_snapshots(
         }
         let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;
         let on_trace = |t: u64| u64::try_from((t as i128 + shift).max(0)).unwrap_or(u64::MAX);
-        let segments = snap
-            .segments_ahead()
-            .take(CLOCK_CHECKS)
-            .map(|(addr, size, t)| ((addr, size), on_trace(t)))
-            .collect();
+        let mut segments: crate::model::Map<(u64, u64), Vec<u64>> = Default::default();
+        for (addr, size, t) in snap.segments_ahead().take(CLOCK_CHECKS) {
+            // In time order: each list stays sorted.
+            segments.entry((addr, size)).or_default().push(on_trace(t));
+        }
         let beside = Beside {
             process: p,
             path: file.path,
