@@ -713,4 +713,13 @@ print(json.dumps({"peak": peak, "function": top[0], "function_bytes": top[1],
     }
     assert!(!by.is_empty(), "tensors were alive at the failure: {f}");
     assert_eq!(Value::Object(by), truth["at_failure"], "{f}");
+    // The history's clock is the trace's (to the microsecond): the segments both saw
+    // agree, so nothing is said about it.
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .arg("summary")
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("its clock is"), "{said}");
 }
