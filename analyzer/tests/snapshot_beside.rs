@@ -261,3 +261,22 @@ fn clocks_apart_are_said() {
         "{said}"
     );
 }
+
+/// A pack of the run directory reads as the directory: the hook snapshot still joins.
+#[test]
+fn a_pack_of_the_run_keeps_the_tensors() {
+    let run = run_dir();
+    let out = tempfile::tempdir().unwrap();
+    let pack = out.path().join("run.vtpack");
+    vramtrace_ok(&[
+        "pack",
+        "-o",
+        pack.to_str().unwrap(),
+        run.path.to_str().unwrap(),
+    ]);
+    let peak = view(&["peak", "--json"], &pack);
+    let d = &peak["devices"][0];
+    assert_eq!(d["layer"], "allocated", "{peak}");
+    assert_eq!(d["live_bytes"], run.truth["peak"], "{peak}");
+    assert_eq!(d["top_function"]["function"], run.truth["function"], "{d}");
+}

@@ -116,10 +116,10 @@ impl Beside {
     }
 }
 
-/// The hook's snapshots in the directories of `paths` that belong to one of the traced
+/// The hook's snapshots in directories `dirs` that belong to one of the traced
 /// `processes`, one per process. What is left out, and why, goes to `notes`.
 pub fn hook_snapshots(
-    paths: &[PathBuf],
+    dirs: &[PathBuf],
     processes: &[ProcessModel],
     notes: &mut Vec<String>,
 ) -> Vec<Beside> {
@@ -130,7 +130,7 @@ pub fn hook_snapshots(
     let all_frames = crate::views::stacks::all_frames();
     // Per process: (wall clock of the history's last entry, the snapshot).
     let mut chosen: Vec<Option<(u64, Beside)>> = (0..processes.len()).map(|_| None).collect();
-    for file in snapshots_beside(paths) {
+    for file in snapshots_beside(dirs) {
         let snap = match SnapshotEvents::open_beside(&file.path, all_frames) {
             Ok(s) => s,
             Err(e) => {
@@ -152,7 +152,9 @@ pub fn hook_snapshots(
         let Some(p) = owner_of(processes, &file, Some(last_ns / 1000)) else {
             continue;
         };
-        if !traced(&processes[p]) {
+        // Its history must reach into the process's life: a process of another run with
+        // the same pid is not its writer.
+        if !traced(&processes[p]) || processes[p].header.start_unix_ns > last_ns {
             continue;
         }
         let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;

@@ -53,10 +53,10 @@ fn writer(name: &str) -> Option<(Option<String>, u32)> {
     Some((host, pid.parse().ok()?))
 }
 
-/// Gives the hook's out-of-memory figures in the directories of `paths` to the failures of
-/// the traced processes that wrote them. What cannot be matched is named in `run.notes`.
-pub fn attach(paths: &[PathBuf], run: &mut Run) {
-    for dir in paths.iter().filter(|p| p.is_dir()) {
+/// Gives the hook's out-of-memory figures in directories `dirs` to the failures of the
+/// traced processes that wrote them. What cannot be matched is named in `run.notes`.
+pub fn attach(dirs: &[PathBuf], run: &mut Run) {
+    for dir in dirs.iter().filter(|p| p.is_dir()) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };

@@ -96,6 +96,15 @@ impl Run {
         mut each: impl FnMut(&Step),
     ) -> Result<Run, String> {
         let files = input::trace_files(paths)?;
+        // Where the PyTorch hook's files lie beside the traces: the directories read (a
+        // pack's, unpacked, too), not those of trace files named one by one.
+        let mut hook_dirs: Vec<PathBuf> = files
+            .iter()
+            .filter(|f| !paths.contains(f))
+            .filter_map(|f| f.parent().map(PathBuf::from))
+            .collect();
+        hook_dirs.sort();
+        hook_dirs.dedup();
         let total: u64 = files
             .iter()
             .filter_map(|f| std::fs::metadata(f).ok())
@@ -153,7 +162,7 @@ impl Run {
             }
         }
         // Sources past the processes' own: hook snapshots joining a traced process.
-        for b in beside::hook_snapshots(paths, &processes, &mut notes) {
+        for b in beside::hook_snapshots(&hook_dirs, &processes, &mut notes) {
             sources.push(Source {
                 process: b.process,
                 events: Events::Beside(b),
@@ -288,7 +297,7 @@ impl Run {
         }
         run.devices.finish();
         run.tensors.finish();
-        hook_ooms::attach(paths, &mut run);
+        hook_ooms::attach(&hook_dirs, &mut run);
         Ok(run)
     }
 
