@@ -10,9 +10,10 @@
 #     peak beside torch.cuda.max_memory_reserved(), the snapshot's allocated peak beside
 #     max_memory_allocated(), its NVML device figure beside nvidia-smi's, and what the
 #     startup hook wrote (warnings, files, the snapshot read back);
-#   - whatif: the default and max_split_size_mb:128 runs' snapshots replayed under their
-#     own settings (each must match), and the default run replayed under
-#     max_split_size_mb:128 beside that run's own figures.
+#   - whatif: the default, max_split_size_mb:128 and expandable_segments:True runs'
+#     snapshots replayed under their own settings (each must match: for expandable
+#     segments the only check against PyTorch itself), and the default run replayed under
+#     each of the other two beside that run's own figures.
 #
 # Work files go to $GPU_CHECK_DIR (default: $OUT/gpu-check when $OUT is set, else
 # /tmp/vramtrace-gpu-check); only that folder is emptied first. GPU_CHECK_TRAIN names
@@ -107,21 +108,26 @@ for conf in "" "expandable_segments:True" "backend:cudaMallocAsync" "max_split_s
   done
   $VT oom "$dir" 2>&1 | head -n 12 | sed 's/^/    /'
 done
-echo "== whatif: the default run replayed, and predicting the max_split_size_mb:128 run"
-def="$WORK/torch-default"; alt="$WORK/torch-max_split_size_mb-128"
+echo "== whatif: each run replayed as recorded, and the other runs predicted from the default one"
+def="$WORK/torch-default"
 $VT whatif --no-search "$def" 2>&1 | sed 's/^/    /'
-$VT whatif --no-search "$alt" 2>&1 | tail -n 1 | sed 's/^/    /'
-if $VT whatif --json --no-search --set max_split_size_mb:128 "$def" > "$WORK/whatif.json"; then
+for conf in "max_split_size_mb:128" "expandable_segments:True"; do
+  alt="$WORK/torch-${conf//[:]/-}"
+  echo "  -- $conf: its own run replayed (must match), then predicted from the default run"
+  $VT whatif --no-search "$alt" 2>&1 | tail -n 2 | sed 's/^/    /'
+  $VT whatif --json --no-search --set "$conf" "$def" > "$WORK/whatif.json" || continue
   $PY - "$WORK/whatif.json" "$alt.out" <<'EOF'
 import json, sys
-s = json.load(open(sys.argv[1]))["devices"][0]["scenarios"][0]
+d = json.load(open(sys.argv[1]))["devices"][0]
+s = d["scenarios"][0]
 own = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
 print("  %-44s %16s %16s" % ("", "predicted", "the run says"))
 print("  %-44s %16s %16s" % ("peak reserved (max_memory_reserved)", s["peak_reserved_bytes"], own["max_memory_reserved"]))
 print("  %-44s %16s %16s" % ("peak allocated (max_memory_allocated)", s["peak_allocated_bytes"], own["max_memory_allocated"]))
-print("  (no capacity given: the prediction has no card limit, so the run's caught")
-print("   out-of-memory error is served there: %d failures, %d served)" % (len(s["failures"]), s["recorded_failures_served"]))
+print("  (replayed on %s bytes, the card less what the traces show outside the allocator: %s;"
+      % (d["card_bytes"], d["device_layer"]))
+print("   the run's caught out-of-memory error: %d failures, %d served)" % (len(s["failures"]), s["recorded_failures_served"]))
 EOF
-fi
+done
 du -sh "$WORK"
 echo "== done"

@@ -159,6 +159,27 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "mem_locations",
+        "mem_locations.c",
+        "mem-locations",
+        Link::Driver,
+        &[],
+    ),
+    (
+        "runtime_locations_dynamic",
+        "runtime_locations.c",
+        "runtime-locations",
+        Link::DynamicRuntime13,
+        &[],
+    ),
+    (
+        "runtime_locations_static",
+        "runtime_locations.c",
+        "runtime-locations",
+        Link::StaticRuntime13,
+        &[],
+    ),
+    (
         "expandable",
         "expandable.c",
         "expandable",

@@ -16,7 +16,8 @@ struct Cli {
     /// Show whole stacks in text views, not only their top frames.
     #[arg(long, global = true)]
     full_stack: bool,
-    /// The run to show from a directory that holds several (by default the newest).
+    /// The run to show from a directory that holds several (by default the newest;
+    /// `unnamed`: the traces that record no run id).
     #[arg(long, global = true, value_name = "ID")]
     run: Option<String>,
     #[command(subcommand)]

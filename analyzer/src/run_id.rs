@@ -79,6 +79,10 @@ pub fn local_stamp() -> String {
     }
 }
 
+/// The name shown, and taken by `--run`, for traces that record no run id (written
+/// without `vramtrace run` and outside a launcher's job).
+pub const UNNAMED: &str = "unnamed";
+
 /// One run found in a directory.
 struct Found {
     id: Option<String>,
@@ -121,7 +125,13 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
     };
     let chosen = CHOSEN.get().cloned().flatten();
     if let Some(want) = &chosen {
-        return match runs.into_iter().find(|r| r.id.as_deref() == Some(want)) {
+        // A recorded id wins over the name of the id-less run.
+        let found = match runs.iter().position(|r| r.id.as_deref() == Some(want)) {
+            Some(i) => Some(i),
+            None if want == UNNAMED => runs.iter().position(|r| r.id.is_none()),
+            None => None,
+        };
+        return match found.map(|i| runs.swap_remove(i)) {
             Some(run) => Ok(with_unreadable(run.files)),
             None => Err(format!("{}: no traces of run {want:?}", dir.display())),
         };
@@ -137,7 +147,7 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
         .map(|r| {
             format!(
                 "{} ({}, started {})",
-                r.id.as_deref().unwrap_or("[no run id]"),
+                r.id.as_deref().unwrap_or(UNNAMED),
                 crate::units::count(r.files.len() as u64, "process"),
                 crate::units::wall(r.start_unix_ns)
             )
@@ -145,11 +155,11 @@ pub fn select(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>, String> {
         .collect();
     let newest = runs.pop().expect("several runs");
     eprintln!(
-        "vramtrace: {} holds {} runs: {}; showing the newest, {}. Choose one with --run ID",
+        "vramtrace: {} holds {} runs: {}; showing the newest, {}. Choose one with --run ID ({UNNAMED}: the traces that record no run id)",
         dir.display(),
         runs.len() + 1,
         list.join(", "),
-        newest.id.as_deref().unwrap_or("[no run id]")
+        newest.id.as_deref().unwrap_or(UNNAMED)
     );
     Ok(with_unreadable(newest.files))
 }

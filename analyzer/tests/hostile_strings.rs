@@ -181,7 +181,8 @@ fn the_report_stays_one_document() {
     assert_eq!(page.matches("<script").count(), 2, "the report's own");
     assert_eq!(page.matches("</script>").count(), 2);
     assert!(!page.contains("<!--"));
-    // Processes, one per GPU (2), who held the peak, failed allocations, never freed.
-    assert_eq!(page.matches("<h2>").count(), 6);
+    // One per GPU (2), ranks (two processes of rank "0..."), failed allocations, who held
+    // the peak, held at the end, processes.
+    assert_eq!(page.matches("<h2>").count(), 7);
     assert!(page.trim_end().ends_with("</body></html>"));
 }

@@ -1,111 +1,55 @@
-//! The HTML report opened in a real headless browser (Debian's chromium, installed by
-//! .ci/run): it renders, its script shows the peak figure of `summary --json`, and it
-//! records no script error. Under CI=true a missing chromium is a failure, not a skip.
+//! The HTML report opened in a real headless browser (browser/mod.rs): on a constructed
+//! run whose figures are known, on a hostile run, and on real PyTorch snapshots. The
+//! simulated runs (the demo, ranks, a caching allocator with markers) are in
+//! tests/tests/report_browser.rs.
 
+mod browser;
 mod common;
+use browser::*;
 use common::*;
-use std::process::Command;
+use serde_json::json;
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+fn marker(t: u64, name: u64) -> String {
+    json!({"t": t, "tid": 7, "dev": 0, "api": "vramtrace_marker", "res": 0, "handle": name})
+        .to_string()
 }
 
-/// The browser, or None (and a note) outside CI when there is none.
-fn browser() -> Option<&'static str> {
-    let found = chromium();
-    if found.is_none() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(
-            !ci,
-            "chromium is not installed: .ci/run installs it (apt-get install -y chromium)"
-        );
-        eprintln!("skipped: chromium is not installed (not CI)");
-    }
-    found
-}
-
-/// The DOM chromium built from `html` after its scripts ran, and chromium's log; the
-/// script must have run to its end without an error.
-fn rendered(browser: &str, html: &std::path::Path) -> (String, String) {
-    let profile = tempfile::tempdir().unwrap();
-    // Under coreutils' timeout, which signals chromium's whole process group: a browser
-    // that hangs (waiting for a bus, a GPU process) fails the test instead of stalling CI.
-    let out = Command::new("timeout")
-        .args(["--kill-after=10s", "120s", browser])
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "chromium failed ({}; 124 or 137: timed out): {log}",
-        out.status
-    );
-    assert!(
-        dom.contains("id=\"vt-rendered\""),
-        "the report's script ran to its end: {dom}\n{log}"
-    );
-    assert!(!dom.contains("id=\"vt-error\""), "script error: {dom}");
-    for line in log.lines() {
-        assert!(
-            !(line.contains("CONSOLE") && line.contains("Uncaught")),
-            "a script error was logged: {line}"
-        );
-    }
-    (dom, log)
-}
-
+/// A run of one process: 3 GiB then 1 GiB more, 3 GiB freed, 8 GiB refused. The peak is
+/// 4 GiB at 20 ms; 1 GiB is live from 30 ms until the process ends. A phase `forward`
+/// runs from 5 to 25 ms, and a marker `checkpoint` comes at 35 ms.
 #[test]
-fn report_renders_in_headless_chromium_with_the_summary_peak() {
+fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
     let Some(browser) = browser() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
     std::fs::create_dir(&traces).unwrap();
-    // 3 GiB then 1 GiB more, 3 GiB freed: the peak is 4 GiB at 20 ms.
     write_trace(
         &traces,
         "vramtrace-h-10.jsonl",
         &[
             header(10, "h", S, 1_700_000_000 * S, Some("0")),
+            json!({"name": {"id": 1, "text": "forward"}}).to_string(),
+            json!({"name": {"id": 2, "text": "/forward"}}).to_string(),
+            json!({"name": {"id": 3, "text": "checkpoint"}}).to_string(),
+            marker(5 * MS, 1),
             alloc(10 * MS, 0, "cudaMalloc", 0x1000, 3 * GIB),
             alloc(20 * MS, 0, "cuMemAlloc_v2", 0x2000, GIB),
+            marker(25 * MS, 2),
+            marker(35 * MS, 3),
             free(30 * MS, 0, "cudaFree", 0x1000),
             failed(40 * MS, 0, "cudaMalloc", 8 * GIB),
-            end(50 * MS, 4),
+            end(50 * MS, 7),
         ],
     );
-    let t = traces.to_str().unwrap();
-    let (summary, _, _) = json_view(&["summary", "--json", t]);
-    let peak = summary["devices"][0]["peak_reserved_bytes"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(peak, 4 * GIB);
     let html = dir.path().join("report.html");
-    let out = vramtrace(&["report", "-o", html.to_str().unwrap(), t]);
+    let out = vramtrace(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        traces.to_str().unwrap(),
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -116,22 +60,74 @@ fn report_renders_in_headless_chromium_with_the_summary_peak() {
         !page.contains("src=\"http") && !page.contains("href=\"http"),
         "nothing is fetched (namespace URIs of the SVG are names, not fetches)"
     );
+    assert!(page.contains("viewBox=\"0 0 960 300\""), "the plot scales");
 
-    let (dom, _) = rendered(browser, &html);
-    // The script wrote the exact peak from the embedded summary.
+    let c = check(browser, &html, "constructed");
+    assert_first_screen_and_interaction(&c, 1);
+    let s = &c.selftest;
+    let verdict = s["verdict"].as_str().unwrap();
     assert!(
-        dom.contains(&format!("{peak} bytes (4.0 GiB)")),
-        "peak {peak} shown: {dom}"
+        verdict.starts_with(
+            "Out of memory: cudaMalloc of 8.0 GiB failed on GPU 0 at 0.040s, pid 10 (rank 0) holding 1.0 GiB."
+        ),
+        "{verdict}"
     );
     assert!(
-        dom.contains("<polyline"),
-        "the timeline plot is in the page"
+        verdict.contains("The peak: 4.0 GiB reserved on GPU 0 at 0.020s."),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("Nothing leaked; 1.0 GiB was still live when the program ended after its failed allocation"),
+        "{verdict}"
+    );
+    let d = &s["devices"][0];
+    // The peak's live set: both allocations, in 2 groups.
+    assert_eq!(
+        d["peak_title"],
+        "peak: 4.0 GiB live at 0.020s in 2 blocks (reserved)"
+    );
+    assert_eq!(d["peak_rows"], 2);
+    // Hovering the middle of the plot (25 ms, before the free at 30 ms): 4 GiB.
+    assert!(d["hover"].as_str().unwrap().starts_with("at 0.025s"), "{d}");
+    assert!(
+        d["hover"].as_str().unwrap().contains("reserved 4.0 GiB"),
+        "{d}"
+    );
+    // Clicking there: the last moment kept at or before 25 ms is the peak's.
+    assert!(
+        d["click_title"]
+            .as_str()
+            .unwrap()
+            .contains("4.0 GiB live at 0.020s"),
+        "{d}"
+    );
+    // Clicking the right edge: the last moment, the failure, with 1 GiB left.
+    assert!(
+        d["click_end_title"]
+            .as_str()
+            .unwrap()
+            .contains("1.0 GiB live at 0.040s in 1 block"),
+        "{d}"
+    );
+    // The failure is marked on the plot, with the capacity unknown (no meminfo).
+    assert!(
+        c.dom.contains("out of memory: 8.0 GiB"),
+        "the failure's marker"
+    );
+    assert!(
+        c.dom.contains("peak 4.0 GiB at 0.020s"),
+        "the peak's marker"
+    );
+    assert_eq!(
+        c.dom.matches("<iframe class=\"vt-flame\"").count(),
+        2,
+        "failure and peak graphs"
     );
 }
 
-/// Hostile hosts, GPU labels and frames (`<!--<script>` among them) leave the page one
-/// document: its script runs and sees both GPUs' peaks, every section is in the DOM,
-/// and no element came from the trace.
+/// Hostile hosts, GPU labels, frames and a marker name (`<!--<script>` among them)
+/// leave the page one document: its script runs, both GPUs have their section and plot,
+/// the marker is drawn with its name escaped, and no element came from the trace.
 #[test]
 fn a_hostile_trace_leaves_the_report_whole_in_chromium() {
     let Some(browser) = browser() else {
@@ -148,12 +144,95 @@ fn a_hostile_trace_leaves_the_report_whole_in_chromium() {
         html.to_str().unwrap(),
         traces.to_str().unwrap(),
     ]);
-    let (dom, _) = rendered(browser, &html);
-    // Host evil's peak: 3 GiB; the other host's: 512 MiB, written by the script.
-    assert!(dom.contains("3221225472 bytes (3.0 GiB)"), "{dom}");
-    assert!(dom.contains("536870912 bytes (512.0 MiB)"), "{dom}");
-    // Processes, a section per GPU (2), who held the peak, failed allocations, never freed.
-    assert_eq!(dom.matches("<h2>").count(), 6, "{dom}");
+    let c = check(browser, &html, "hostile");
+    assert_first_screen_and_interaction(&c, 2);
+    let dom = &c.dom;
+    // GPU sections (2), ranks, failed allocations, who held the peak, held at the end,
+    // processes.
+    assert_eq!(dom.matches("<h2>").count(), 7, "{dom}");
     assert_eq!(dom.matches("<script").count(), 2, "the report's own: {dom}");
     assert!(!dom.contains("alert(1)</script>"), "{dom}");
+    assert!(dom.contains("class=\"vt-marker\""), "the marker is drawn");
+    let titles: Vec<&str> = c.selftest["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["peak_title"].as_str())
+        .collect();
+    // Host evil's peak: 3 GiB; the other host's: 512 MiB.
+    assert!(
+        titles.iter().any(|t| t.starts_with("peak: 3.0 GiB live")),
+        "{titles:?}"
+    );
+    assert!(
+        titles.iter().any(|t| t.starts_with("peak: 512.0 MiB live")),
+        "{titles:?}"
+    );
+}
+
+/// A snapshot alone: its figures against Python's own reading of the pickle. EoR_NN's
+/// history (PyTorch 2.2+, with times) never frees a segment, so its reserved peak is its
+/// final segments' total; LLM-inference's (2.0-era, no times) is one moment.
+#[test]
+fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/torch-snapshots");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, timed) in [
+        ("EoR_NN_snapshot.pickle", true),
+        ("LLM-inference_oom_snapshot.pickle", false),
+    ] {
+        let path = fixtures.join(name);
+        let truth: serde_json::Value = serde_json::from_str(&python3(&[
+            "-c",
+            "import pickle, sys, json\n\
+             s = pickle.load(open(sys.argv[1], 'rb'))\n\
+             segs = s['segments'] if isinstance(s, dict) else s\n\
+             traces = s.get('device_traces', []) if isinstance(s, dict) else []\n\
+             freed = sum(1 for t in traces for e in t if e['action'] in ('segment_free', 'segment_unmap'))\n\
+             print(json.dumps({'reserved': sum(g['total_size'] for g in segs), 'segments_freed': freed}))",
+            path.to_str().unwrap(),
+        ]))
+        .unwrap();
+        assert_eq!(
+            truth["segments_freed"], 0,
+            "{name}: the peak is the final total"
+        );
+        let reserved = truth["reserved"].as_u64().unwrap();
+        let html = dir.path().join(format!("{name}.html"));
+        vramtrace_ok(&[
+            "report",
+            "-o",
+            html.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ]);
+        let c = check(browser, &html, name.split('_').next().unwrap());
+        assert_first_screen_and_interaction(&c, 1);
+        let verdict = c.selftest["verdict"].as_str().unwrap();
+        let peak = format!("The peak: {} reserved on GPU", binary(reserved));
+        assert!(verdict.contains(&peak), "{name}: {peak} in {verdict}");
+        assert!(
+            verdict.contains("when the snapshot was taken (not a leak)"),
+            "{verdict}"
+        );
+        let d = &c.selftest["devices"][0];
+        // The live set is tensors, named by the operator and the Python that asked.
+        let title = d["peak_title"].as_str().unwrap();
+        assert!(
+            title.contains("tensors (requested bytes)"),
+            "{name}: {title}"
+        );
+        assert!(
+            c.dom.contains("(flex_opt.py:") || c.dom.contains("(counterfactuals.py:"),
+            "{name}"
+        );
+        assert_eq!(
+            c.dom.contains("one moment: the input carries no times"),
+            !timed,
+            "{name}"
+        );
+    }
 }

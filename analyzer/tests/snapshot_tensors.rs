@@ -178,7 +178,7 @@ fn the_report_shows_the_tensors_at_their_peak() {
     let text = std::fs::read_to_string(&html).unwrap();
     let peak = truth[0]["peak"].as_u64().unwrap();
     let heading = format!(
-        "Tensors at their peak: {} requested",
+        "tensors at their peak, {} requested",
         vramtrace_analyzer::units::bytes(peak)
     );
     assert!(text.contains(&heading), "{heading}");

@@ -13,6 +13,7 @@ def e(action, addr, size, stream):
 class H:
     def __init__(self, settings=None):
         self.trace, self.segs, self.live, self.settings = [], {}, {}, settings
+        self.maps = []
     def seg(self, addr, size, stream=0):
         self.trace.append(e('segment_alloc', addr, size, stream))
         self.segs[addr] = (size, stream)
@@ -35,8 +36,31 @@ class H:
     def oom(self, req, stream=0):
         self.trace.append({'action': 'oom', 'addr': 0, 'size': req, 'stream': stream,
                            'device_free': 0, 'frames': []})
+    def map(self, addr, size, stream=0, kind='large'):
+        self.trace.append(e('segment_map', addr, size, stream))
+        self.maps.append([addr, size, stream, kind])
+    def unmap(self, addr, size):
+        self.trace.append(e('segment_unmap', addr, size, 0))
+        keep = []
+        for a, s, st, k in self.maps:
+            if a < addr + size and addr < a + s:
+                if a < addr: keep.append([a, addr - a, st, k])
+                if addr + size < a + s: keep.append([addr + size, a + s - addr - size, st, k])
+            else:
+                keep.append([a, s, st, k])
+        self.maps = keep
     def dump(self, name, cut=0):
         segments = []
+        # An expandable segment shows as one segment per run of mapped pages.
+        runs = []
+        for a, s, st, k in sorted(self.maps):
+            if runs and runs[-1][0] + runs[-1][1] == a:
+                runs[-1][1] += s
+            else:
+                runs.append([a, s, st, k])
+        expandable = {a: k for a, s, st, k in runs}
+        for a, s, st, k in runs:
+            self.segs[a] = (s, st)
         for addr, (size, stream) in sorted(self.segs.items()):
             blocks, at = [], addr
             for a in sorted(x for x in self.live if addr <= x < addr + size):
@@ -47,18 +71,21 @@ class H:
                 at = a + b
             if at < addr + size:
                 blocks.append({'address': at, 'size': addr + size - at, 'requested_size': 0, 'state': 'inactive', 'frames': []})
+            kind = expandable.get(addr, 'small' if size == 2 * MIB else 'large')
             segments.append({'device': 0, 'address': addr, 'total_size': size, 'stream': stream,
-                             'segment_type': 'small' if size == 2 * MIB else 'large',
-                             'segment_pool_id': (0, 0), 'is_expandable': False, 'frames': [], 'blocks': blocks})
+                             'segment_type': kind, 'segment_pool_id': (0, 0),
+                             'is_expandable': addr in expandable, 'frames': [], 'blocks': blocks})
+        for a, s, st, k in runs:
+            del self.segs[a]
         snap = {'segments': segments, 'device_traces': [self.trace[cut:]]}
         if self.settings is not None:
             snap['allocator_settings'] = self.settings
         with open(f'{out}/{name}.pickle', 'wb') as f:
             pickle.dump(snap, f)
 
-def settings(max_split=-1, divisions=0):
+def settings(max_split=-1, divisions=0, expandable=False):
     return {'PYTORCH_CUDA_ALLOC_CONF': '', 'max_split_size': max_split,
-            'garbage_collection_threshold': 0.0, 'expandable_segments': False,
+            'garbage_collection_threshold': 0.0, 'expandable_segments': expandable,
             'roundup_power2_divisions': {str(1 << i): divisions for i in range(16)}}
 
 # Small pool: requests round up to 512 bytes; a 2 MiB segment; a free block splits when
@@ -205,6 +232,43 @@ h.alloc(V, 30 * MIB, 30 * MIB)
 h.oom(200 * MIB)
 h.trace[-1]['device_free'] = 40 * MIB
 h.dump('avoidable')
+
+# expandable_segments:True: one reservation per stream and pool, pages mapped as needed
+# (20 MiB in the large pool, 2 MiB in the small one, counted from the reservation's start)
+# at the lowest address where a free block and the unmapped space after it fit the request.
+X, Y = 0x7fa000000000, 0x7fc000000000   # reservations of 90 GiB (the default 80 GiB card)
+h = H(settings(expandable=True))
+h.map(X, 20 * MIB); h.alloc(X, 5 * MIB, 5 * MIB)             # a new reservation; every block splits
+h.map(X + 20 * MIB, 20 * MIB)                                 # the free 15 MiB grows by a page
+h.alloc(X + 5 * MIB, 30 * MIB, 30 * MIB)                      # ... and holds 30 MiB: one segment
+h.map(Y, 2 * MIB, kind='small'); h.alloc(Y, 1000, 1024)       # the small pool's own reservation
+h.alloc(X + 35 * MIB, 3 * MIB, 3 * MIB)                       # 2 MiB left before the unmapped tail
+h.free(X + 5 * MIB)
+# 2 MiB fits the 2 MiB block exactly, but that block can grow into the unmapped tail, so
+# best fit counts it that large and takes the next larger block, the freed 30 MiB.
+h.alloc(X + 5 * MIB, 2 * MIB, 2 * MIB)
+h.free(X + 35 * MIB)                                          # 33 MiB free up to the tail
+h.free(Y)
+# empty_cache(): the whole pages inside free blocks are unmapped (large pool first); the
+# small reservation, then all unmapped, is given back without a trace entry.
+h.unmap(X + 20 * MIB, 20 * MIB); h.unmap(Y, 2 * MIB)
+h.map(X + 20 * MIB, 20 * MIB); h.alloc(X + 7 * MIB, 25 * MIB, 25 * MIB)  # 13 MiB free + a page
+h.oom(50 * MIB)                                               # 8 MiB + pages: no memory
+h.dump('expandable')
+expected['expandable'] = {'peak_reserved': 42 * MIB, 'end_reserved': 40 * MIB}
+
+# expandable_segments:True: pages unmapped between two held blocks leave a hole, which the
+# next request that fits maps again (the lowest address first), before the unmapped end.
+h = H(settings(expandable=True))
+h.map(X, 20 * MIB); h.alloc(X, 20 * MIB, 20 * MIB)             # a whole page: no split
+h.map(X + 20 * MIB, 20 * MIB); h.alloc(X + 20 * MIB, 20 * MIB, 20 * MIB)
+h.map(X + 40 * MIB, 20 * MIB); h.alloc(X + 40 * MIB, 20 * MIB, 20 * MIB)
+h.free(X + 20 * MIB)
+h.unmap(X + 20 * MIB, 20 * MIB)                                # empty_cache(): the hole
+h.map(X + 20 * MIB, 20 * MIB); h.alloc(X + 20 * MIB, 10 * MIB, 10 * MIB)  # the hole, not the end
+h.map(X + 60 * MIB, 20 * MIB); h.alloc(X + 60 * MIB, 15 * MIB, 15 * MIB)  # 10 MiB left there: the end
+h.dump('expandable_hole')
+expected['expandable_hole'] = {'peak_reserved': 80 * MIB}
 
 # A trace that disagrees with its final segments: a block allocated and never freed that
 # the segments do not hold.

@@ -73,6 +73,8 @@ fn each_rule_replays_at_the_recorded_addresses() {
         "card",
         "gc",
         "avoidable",
+        "expandable",
+        "expandable_hole",
     ] {
         replays_exactly(dir.path(), case);
     }
@@ -85,6 +87,42 @@ fn the_recorded_out_of_memory_error_is_replayed_as_one() {
     assert_eq!(o.failures.len(), 1);
     assert!(o.failures[0].recorded);
     assert_eq!(o.failures[0].requested, 100 * MIB);
+}
+
+/// expandable.pickle: whatif_generated.py works out each page mapped and unmapped.
+#[test]
+fn expandable_segments_map_and_unmap_pages_as_recorded() {
+    let dir = generate();
+    let o = replays_exactly(dir.path(), "expandable");
+    let want = &expected(dir.path())["expandable"];
+    assert_eq!(o.peak_reserved, want["peak_reserved"].as_u64().unwrap());
+    assert_eq!(o.allocator.reserved, want["end_reserved"].as_u64().unwrap());
+    assert_eq!(o.failures.len(), 1);
+    assert!(o.failures[0].recorded);
+    let o = replays_exactly(dir.path(), "expandable_hole");
+    let want = &expected(dir.path())["expandable_hole"];
+    assert_eq!(o.peak_reserved, want["peak_reserved"].as_u64().unwrap());
+}
+
+/// avoidable.pickle on its 240 MiB card with expandable segments: the 200 MiB segment,
+/// split for 30 MiB, grows by two 20 MiB pages (240 MiB reserved) to hold 200 MiB more.
+#[test]
+fn expandable_segments_grow_the_split_segment_instead_of_failing() {
+    let dir = generate();
+    let (_, h) = load(dir.path(), "avoidable");
+    let card = Driver::Card(Some(240 * MIB));
+    assert!(!replay(&h, &h.settings, card, false)
+        .unwrap()
+        .failures
+        .is_empty());
+    let mut s = h.settings.clone();
+    s.set("expandable_segments:True").unwrap();
+    let o = replay(&h, &s, card, false).unwrap();
+    assert!(o.fits(), "{:?}", o.failures);
+    assert_eq!(o.recorded_failures_served, 1);
+    assert_eq!(o.peak_reserved, 240 * MIB);
+    let tight = replay(&h, &s, Driver::Card(Some(238 * MIB)), false).unwrap();
+    assert!(!tight.fits());
 }
 
 #[test]
@@ -169,7 +207,8 @@ fn settings_parse_pytorch_vocabulary_and_refuse_what_pytorch_refuses() {
     assert!(s.set("no_such_key:1").is_err());
     let (_, h) = load(generate().path(), "card");
     let mut e = h.settings.clone();
-    e.set("expandable_segments:True").unwrap();
+    e.set("expandable_segments:True,max_split_size_mb:128")
+        .unwrap();
     let err = replay(&h, &e, Driver::Card(None), false).unwrap_err();
     assert!(err.contains("not modelled"), "{err}");
 }
@@ -252,6 +291,7 @@ fn the_oom_post_mortem_says_which_settings_would_have_avoided_it() {
     assert_eq!(
         got,
         [
+            ("expandable_segments:True", true),
             ("max_split_size_mb:128", true),
             ("max_split_size_mb:512", false),
             ("roundup_power2_divisions:4", false)
@@ -260,7 +300,7 @@ fn the_oom_post_mortem_says_which_settings_would_have_avoided_it() {
     let text = common::vramtrace_ok(&["oom", input.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("by replay on 240.0 MiB: max_split_size_mb:128 would have avoided it; max_split_size_mb:512 would not"),
+        text.contains("by replay on 240.0 MiB: expandable_segments:True would have avoided it; max_split_size_mb:128 would have avoided it; max_split_size_mb:512 would not"),
         "{text}"
     );
 }

@@ -41,6 +41,14 @@ const VARIANTS: &[(&str, i32, Slot, Option<Slot>)] = &[
     ("cuMemPoolCreate", 11020, Slot::cuMemPoolCreate, None),
     ("cuMemPoolDestroy", 11020, Slot::cuMemPoolDestroy, None),
     ("cuMemPoolTrimTo", 11020, Slot::cuMemPoolTrimTo, None),
+    // CUDA 13: pools by location and allocation type.
+    (
+        "cuMemGetDefaultMemPool",
+        13000,
+        Slot::cuMemGetDefaultMemPool,
+        None,
+    ),
+    ("cuMemGetMemPool", 13000, Slot::cuMemGetMemPool, None),
     (
         "cuMemAddressReserve",
         10020,
@@ -123,6 +131,21 @@ mod tests {
         ] {
             assert_eq!(Slot::find(name.as_bytes()), None, "{name}");
         }
+    }
+
+    /// CUDA 13's pools by location exist from 13000 only: an older version gets no
+    /// wrapper (the symbol is not there to wrap).
+    #[test]
+    fn pools_by_location_are_wrapped_from_cuda_13() {
+        for (base, slot) in [
+            ("cuMemGetDefaultMemPool", Slot::cuMemGetDefaultMemPool),
+            ("cuMemGetMemPool", Slot::cuMemGetMemPool),
+        ] {
+            assert_eq!(variant(base.as_bytes(), 12090, 0), None, "{base}");
+            assert_eq!(variant(base.as_bytes(), 13000, 0), Some(slot), "{base}");
+            assert_eq!(variant(base.as_bytes(), 13050, 2), Some(slot), "{base}");
+        }
+        assert_eq!(variant(b"cuMemSetMemPool", 13000, 0), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! instead of an `Event`'s 168 (seven `Option<u64>`s of 16 bytes, nearly all `None`): less
 //! to push, to drain, to sort and to carry, on every call.
 
-use vramtrace_schema::{Api, Event};
+use vramtrace_schema::{Api, Event, Location};
 
 #[derive(Clone, Copy)]
 pub struct Queued {
@@ -18,14 +18,16 @@ pub struct Queued {
     pub start: u32,
     pub len: u16,
     api: Api,
-    /// Bit i: optional field i (stream, pool, handle, offset, free, total, requested).
+    /// Bit i: optional field i (stream, pool, handle, offset, free, total, requested,
+    /// location).
     present: u8,
     /// The unload epoch of the module table the stack was taken with (saturating).
     pub epoch: u16,
 }
 
-/// `Event`'s optional fields, in the order of the `present` bits.
-fn optional(e: &Event) -> [Option<u64>; 7] {
+/// `Event`'s optional fields, in the order of the `present` bits; the location (with its
+/// NUMA node) as one word, present only when it is not the device.
+fn optional(e: &Event) -> [Option<u64>; 8] {
     [
         e.stream,
         e.pool,
@@ -34,6 +36,7 @@ fn optional(e: &Event) -> [Option<u64>; 7] {
         e.free,
         e.total,
         e.requested,
+        (e.loc != Location::Device).then(|| e.loc.to_word(e.numa)),
     ]
 }
 
@@ -108,6 +111,9 @@ impl Queued {
                 *field = values.next();
             }
         }
+        if self.present & (1 << 7) != 0 {
+            (e.loc, e.numa) = Location::from_word(values.next().unwrap_or(0));
+        }
         e
     }
 }
@@ -126,10 +132,12 @@ mod tests {
         e.offset = Some(0);
         e.total = Some(u64::MAX);
         e.requested = Some(9);
+        e.loc = Location::HostNuma;
+        e.numa = Some(1);
         let mut words = vec![42, 43];
         let q = Queued::pack(&e, &[0x10, 0x20, 0x30], 0, &mut words);
         assert_eq!(std::mem::size_of::<Queued>(), 48);
-        assert_eq!(q.words(), 8);
+        assert_eq!(q.words(), 9);
         assert_eq!(q.stack(&words), &[0x10, 0x20, 0x30]);
         assert_eq!(q.event(&words), e);
         let plain = Event::new(1, 2, 0, Api::CudaFree, 0);

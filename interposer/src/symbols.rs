@@ -66,6 +66,8 @@ hooked! {
     cuMemPoolCreate: Driver driver::cuMemPoolCreate;
     cuMemPoolDestroy: Driver driver::cuMemPoolDestroy;
     cuMemPoolTrimTo: Driver driver::cuMemPoolTrimTo;
+    cuMemGetDefaultMemPool: Driver driver::cuMemGetDefaultMemPool;
+    cuMemGetMemPool: Driver driver::cuMemGetMemPool;
     cuMemAddressReserve: Driver driver::cuMemAddressReserve;
     cuMemAddressFree: Driver driver::cuMemAddressFree;
     cuMemCreate: Driver driver::cuMemCreate;
@@ -92,6 +94,8 @@ hooked! {
     cudaMemPoolCreate: Runtime runtime::cudaMemPoolCreate;
     cudaMemPoolDestroy: Runtime runtime::cudaMemPoolDestroy;
     cudaMemPoolTrimTo: Runtime runtime::cudaMemPoolTrimTo;
+    cudaMemGetDefaultMemPool: Runtime crate::hooks::cudaMemGetDefaultMemPool;
+    cudaMemGetMemPool: Runtime crate::hooks::cudaMemGetMemPool;
     cudaMallocHost: Runtime runtime::cudaMallocHost;
     cudaHostAlloc: Runtime runtime::cudaHostAlloc;
     cudaFreeHost: Runtime runtime::cudaFreeHost;

@@ -12,6 +12,9 @@ pub enum Op {
     /// `cuMemGetInfo`: the free/total the driver reported to the program.
     Meminfo,
     PoolCreate,
+    /// `cuMemGetDefaultMemPool`/`cuMemGetMemPool`: a pool handle for a location and an
+    /// allocation type (CUDA 13); `pool` and `loc` say which.
+    PoolGet,
     PoolDestroy,
     PoolTrim,
     /// Virtual address range reserved (no physical memory).
@@ -51,6 +54,9 @@ pub enum Kind {
     Array,
     /// Page-locked host memory: reported apart, never device memory.
     Host,
+    /// Allocations from a managed (unified memory) pool, CUDA 13: reported apart, never
+    /// device memory. A pool event's `loc` decides it, not the API.
+    ManagedPool,
     /// Address space only (`cuMemAddressReserve`), no memory behind it.
     Va,
     /// Calls that hold no memory themselves (`cuMemGetInfo`, pool management).
@@ -60,6 +66,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::Device,
+        Kind::Managed,
+        Kind::Pool,
+        Kind::Physical,
+        Kind::Array,
+        Kind::Host,
+        Kind::ManagedPool,
+        Kind::Va,
+        Kind::Info,
+        Kind::Allocated,
+    ];
+
     /// Whether bytes of this kind are device memory the process holds from the driver.
     pub fn is_device_memory(self) -> bool {
         matches!(
@@ -76,6 +95,7 @@ impl Kind {
             Kind::Physical => "physical",
             Kind::Array => "array",
             Kind::Host => "host",
+            Kind::ManagedPool => "managed_pool",
             Kind::Va => "va",
             Kind::Info => "info",
             Kind::Allocated => "allocated",
@@ -90,6 +110,7 @@ impl Op {
             Op::Free => "free",
             Op::Meminfo => "meminfo",
             Op::PoolCreate => "pool_create",
+            Op::PoolGet => "pool_get",
             Op::PoolDestroy => "pool_destroy",
             Op::PoolTrim => "pool_trim",
             Op::Reserve => "reserve",
@@ -174,6 +195,8 @@ apis! {
     CuMemPoolCreate = "cuMemPoolCreate", PoolCreate, Info, Driver;
     CuMemPoolDestroy = "cuMemPoolDestroy", PoolDestroy, Info, Driver;
     CuMemPoolTrimTo = "cuMemPoolTrimTo", PoolTrim, Info, Driver;
+    CuMemGetDefaultMemPool = "cuMemGetDefaultMemPool", PoolGet, Info, Driver;
+    CuMemGetMemPool = "cuMemGetMemPool", PoolGet, Info, Driver;
     CuMemAddressReserve = "cuMemAddressReserve", Reserve, Va, Driver;
     CuMemAddressFree = "cuMemAddressFree", Unreserve, Va, Driver;
     CuMemCreate = "cuMemCreate", Create, Physical, Driver;
@@ -200,6 +223,8 @@ apis! {
     CudaMemPoolCreate = "cudaMemPoolCreate", PoolCreate, Info, Runtime;
     CudaMemPoolDestroy = "cudaMemPoolDestroy", PoolDestroy, Info, Runtime;
     CudaMemPoolTrimTo = "cudaMemPoolTrimTo", PoolTrim, Info, Runtime;
+    CudaMemGetDefaultMemPool = "cudaMemGetDefaultMemPool", PoolGet, Info, Runtime;
+    CudaMemGetMemPool = "cudaMemGetMemPool", PoolGet, Info, Runtime;
     CudaMallocHost = "cudaMallocHost", Alloc, Host, Runtime;
     CudaHostAlloc = "cudaHostAlloc", Alloc, Host, Runtime;
     CudaFreeHost = "cudaFreeHost", Free, Host, Runtime;

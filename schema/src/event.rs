@@ -1,6 +1,7 @@
 //! The event record: one intercepted call.
 
-use crate::api::Api;
+use crate::api::{Api, Kind};
+use crate::location::Location;
 use crate::write::{JsonBuf, JsonOut};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,11 @@ pub struct Event {
     pub total: Option<u64>,
     /// Block annotations: the bytes the allocator's caller asked for (`size` is the block).
     pub requested: Option<u64>,
+    /// Where the memory lives, for pool allocations and pool events (the pool's location
+    /// and allocation type) and `cuMemCreate` (its properties); `Device` elsewhere.
+    pub loc: Location,
+    /// The NUMA node of a `HostNuma` location.
+    pub numa: Option<u32>,
     /// Stack id (0: no stack recorded).
     pub stack: u64,
 }
@@ -57,7 +63,19 @@ impl Event {
             free: None,
             total: None,
             requested: None,
+            loc: Location::Device,
+            numa: None,
             stack: 0,
+        }
+    }
+
+    /// The kind of memory the call deals in: the API's, unless the memory's location says
+    /// it is host memory or a managed pool's.
+    pub fn kind(&self) -> Kind {
+        match self.loc {
+            Location::Device => self.api.kind(),
+            Location::Managed => Kind::ManagedPool,
+            _ => Kind::Host,
         }
     }
 
@@ -99,6 +117,12 @@ impl Event {
         field!("free", self.free);
         field!("total", self.total);
         field!("requested", self.requested);
+        if self.loc != Location::Device {
+            b.raw(",\"loc\":\"");
+            b.raw(self.loc.name());
+            b.raw("\"");
+        }
+        field!("numa", self.numa.map(u64::from));
         field!("stack", (self.stack != 0).then_some(self.stack));
         b.raw("}\n");
         out.bytes(b.as_bytes());
@@ -183,6 +207,8 @@ mod tests {
                 free: Some(u64::MAX),
                 total: Some(u64::MAX),
                 requested: Some(u64::MAX),
+                loc: Location::HostNumaCurrent,
+                numa: Some(u32::MAX),
                 stack: u64::MAX,
             };
             let mut line = Vec::new();
@@ -193,6 +219,7 @@ mod tests {
             assert_eq!(back["requested"], u64::MAX);
             assert_eq!(back["stack"], u64::MAX);
             assert_eq!(back["dev"], i32::MIN);
+            assert_eq!(back["loc"], "host_numa_current");
         }
     }
 }

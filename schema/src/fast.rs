@@ -5,6 +5,7 @@
 
 use crate::api::Api;
 use crate::event::Event;
+use crate::location::Location;
 
 /// The event on `line`, or `None` to let the general parser decide.
 pub fn event(line: &[u8]) -> Option<Event> {
@@ -54,6 +55,11 @@ pub fn event(line: &[u8]) -> Option<Event> {
             b"free" => e.free = Some(p.unsigned()?),
             b"total" => e.total = Some(p.unsigned()?),
             b"requested" => e.requested = Some(p.unsigned()?),
+            b"loc" => {
+                p.byte(b'"')?;
+                e.loc = Location::from_name(std::str::from_utf8(p.until_quote()?).ok()?)?;
+            }
+            b"numa" => e.numa = Some(u32::try_from(p.unsigned()?).ok()?),
             b"stack" => e.stack = p.unsigned()?,
             _ => return None,
         }
@@ -145,6 +151,8 @@ mod tests {
         e.size = 1 << 21;
         e.handle = Some(99);
         e.requested = Some(5);
+        e.loc = crate::Location::HostNuma;
+        e.numa = Some(1);
         e.stack = 4;
         let mut b = JsonBuf::new();
         e.write_json(&mut b);

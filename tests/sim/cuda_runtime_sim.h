@@ -32,7 +32,13 @@ enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cud
 #define cudaHostAllocDefault 0
 #define cudaMemAttachGlobal 1
 #define cudaMemAllocationTypePinned 1
+#define cudaMemAllocationTypeManaged 2
+#define cudaMemLocationTypeNone 0
 #define cudaMemLocationTypeDevice 1
+#define cudaMemLocationTypeHost 2
+#define cudaMemLocationTypeHostNuma 3
+#define cudaMemLocationTypeHostNumaCurrent 4
+typedef CUmemLocation cudaMemLocation; /* the real struct has exactly this layout */
 /* cudaGetDriverEntryPoint flags */
 #define cudaEnableDefault 0
 #define cudaEnableLegacyStream 1
@@ -56,6 +62,9 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool);
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t minBytesToKeep);
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total);
+/* CUDA 13 */
+cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, cudaMemLocation *location, int type);
+cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, cudaMemLocation *location, int type);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceCount(int *count);

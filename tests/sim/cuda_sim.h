@@ -64,8 +64,14 @@ enum {
 #define CU_MEMPOOL_ATTR_USED_MEM_CURRENT 7
 #define CU_MEMPOOL_ATTR_USED_MEM_HIGH 8
 
+/* CUmemAllocationType and CUmemLocationType (CUDA 13: managed pools, host locations) */
 #define CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define CU_MEM_ALLOCATION_TYPE_MANAGED 2
+#define CU_MEM_LOCATION_TYPE_NONE 0 /* == INVALID; managed pools: no preferred location */
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_LOCATION_TYPE_HOST 2
+#define CU_MEM_LOCATION_TYPE_HOST_NUMA 3
+#define CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT 4
 #define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
 #define CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
 #define CU_MEM_ATTACH_GLOBAL 1
@@ -161,6 +167,17 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags);
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+CUresult cuStreamSynchronize(CUstream stream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props);
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *location, int allocType);
+CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, int allocType);
+CUresult cuMemSetMemPool(CUmemLocation *location, int allocType, CUmemoryPool pool);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus);

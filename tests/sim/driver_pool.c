@@ -9,13 +9,17 @@
  * - cached blocks go back to the device on cuMemPoolTrimTo, on cuMemPoolDestroy, on a
  *   synchronize (stream, event or context) down to the pool's release threshold (default
  *   0, as in CUDA), and when an allocation would not fit otherwise (the pool first
- *   empties its own cache, then fails with CUDA_ERROR_OUT_OF_MEMORY). */
+ *   empties its own cache, then fails with CUDA_ERROR_OUT_OF_MEMORY);
+ * - CUDA 13's host, host-NUMA and managed pools (cuMemPoolCreate with such properties,
+ *   cuMemGetDefaultMemPool / cuMemGetMemPool) hand out host memory: never charged
+ *   against a device (device -1), so the device's used memory shows none of it. */
 #include "sim_internal.h"
 
 #include <stdlib.h>
 
 struct sim_pool {
-    int device;
+    int device; /* -1: host or managed memory, charged to no device */
+    int loc_type, loc_id, alloc_type;
     int is_default;
     int destroyed;
     size_t reserved, used, reserved_high, used_high, release_threshold;
@@ -30,6 +34,9 @@ static size_t round_up(size_t n) { return (n + SIM_GRANULARITY - 1) & ~(size_t)(
 struct sim_pool *sim_pool_new_locked(int device, int is_default) {
     struct sim_pool *p = calloc(1, sizeof *p);
     p->device = device;
+    p->loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->loc_id = device;
+    p->alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p->is_default = is_default;
     p->next_pool = pools;
     pools = p;
@@ -42,8 +49,13 @@ static int pool_valid_locked(struct sim_pool *p) {
     return 0;
 }
 
+static int charge(struct sim_pool *p, size_t bytes) { return p->device < 0 ? 0 : sim_charge(p->device, bytes); }
+static void uncharge(struct sim_pool *p, size_t bytes) {
+    if (p->device >= 0) sim_uncharge(p->device, bytes);
+}
+
 static void release_block_locked(struct sim_pool *p, struct sim_block *b) {
-    sim_uncharge(p->device, b->charged);
+    uncharge(p, b->charged);
     p->reserved -= b->charged;
     sim_mem_put((void *)(uintptr_t)b->key, b->charged);
     free(b);
@@ -99,16 +111,16 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, struct sim_pool *p) {
     }
     struct sim_block *b = take_cached_locked(p, need);
     if (!b) {
-        if (sim_charge(p->device, need)) {
+        if (charge(p, need)) {
             trim_locked(p, 0);
-            if (sim_charge(p->device, need)) {
+            if (charge(p, need)) {
                 pthread_mutex_unlock(&sim_lock);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
         }
         void *mem = sim_mem_get(need);
         if (!mem) {
-            sim_uncharge(p->device, need);
+            uncharge(p, need);
             pthread_mutex_unlock(&sim_lock);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -154,16 +166,117 @@ CUAPI CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
     return dptr ? sim_dev_free(dptr) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Whether a pool may have this location and allocation type, as CUDA 13 documents it
+ * (cuMemGetDefaultMemPool): pinned pools on a device, the host or a host NUMA node;
+ * managed pools also with no preferred location (NONE). The simulated host has NUMA
+ * nodes 0 and 1. */
+static int pool_location_valid(const CUmemLocation *l, int alloc_type) {
+    if (!l) return 0;
+    if (alloc_type != CU_MEM_ALLOCATION_TYPE_PINNED && alloc_type != CU_MEM_ALLOCATION_TYPE_MANAGED) return 0;
+    switch (l->type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE: return l->id >= 0 && l->id < sim_ndevices;
+    case CU_MEM_LOCATION_TYPE_HOST: return 1;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA: return l->id == 0 || l->id == 1;
+    case CU_MEM_LOCATION_TYPE_NONE: return alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED;
+    default: return 0;
+    }
+}
+
+/* A new pool for a location; only pinned device pools are device memory. */
+static struct sim_pool *pool_for_location_locked(const CUmemLocation *l, int alloc_type, int is_default) {
+    int on_device = l->type == CU_MEM_LOCATION_TYPE_DEVICE && alloc_type == CU_MEM_ALLOCATION_TYPE_PINNED;
+    struct sim_pool *p = sim_pool_new_locked(on_device ? l->id : -1, is_default);
+    p->loc_type = l->type;
+    p->loc_id = l->id;
+    p->alloc_type = alloc_type;
+    return p;
+}
+
 CUAPI CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
-        props->location.id >= sim_ndevices)
+    if (!pool || !props || !pool_location_valid(&props->location, props->allocType))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&sim_lock);
-    *pool = (CUmemoryPool)sim_pool_new_locked(props->location.id, 0);
+    *pool = (CUmemoryPool)pool_for_location_locked(&props->location, props->allocType, 0);
     pthread_mutex_unlock(&sim_lock);
     return CUDA_SUCCESS;
+}
+
+/* ---- pools by location and allocation type (CUDA 13) ---- */
+
+/* The default and current pool of each host or managed location, made on first use. */
+#define MAX_LOCATION_POOLS 16
+static struct location_pools {
+    int loc_type, loc_id, alloc_type;
+    struct sim_pool *def, *cur;
+} location_pools[MAX_LOCATION_POOLS];
+static int nlocation_pools;
+
+static void forget_current_locked(struct sim_pool *p) {
+    for (int i = 0; i < nlocation_pools; i++)
+        if (location_pools[i].cur == p) location_pools[i].cur = location_pools[i].def;
+}
+
+static struct location_pools *location_pools_locked(const CUmemLocation *l, int alloc_type) {
+    /* A managed pool's NUMA-current and NONE locations have no id to tell apart. */
+    int id = l->type == CU_MEM_LOCATION_TYPE_DEVICE || l->type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? l->id : 0;
+    for (int i = 0; i < nlocation_pools; i++) {
+        struct location_pools *e = &location_pools[i];
+        if (e->loc_type == l->type && e->loc_id == id && e->alloc_type == alloc_type) return e;
+    }
+    if (nlocation_pools == MAX_LOCATION_POOLS) return NULL;
+    struct location_pools *e = &location_pools[nlocation_pools++];
+    CUmemLocation at = {.type = l->type, .id = id};
+    *e = (struct location_pools){.loc_type = l->type, .loc_id = id, .alloc_type = alloc_type};
+    e->def = e->cur = pool_for_location_locked(&at, alloc_type, 1);
+    return e;
+}
+
+/* cuMemGetDefaultMemPool / cuMemGetMemPool: a device's pinned pools are the device's own
+ * (cuDeviceGetDefaultMemPool); every other location has its own, made on first use. */
+static CUresult location_pool(CUmemoryPool *pool, CUmemLocation *l, int alloc_type, int current) {
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !pool_location_valid(l, alloc_type)) return CUDA_ERROR_INVALID_VALUE;
+    if (l->type == CU_MEM_LOCATION_TYPE_DEVICE && alloc_type == CU_MEM_ALLOCATION_TYPE_PINNED) {
+        pthread_mutex_lock(&sim_lock);
+        *pool = (CUmemoryPool)(current ? sim_devices[l->id].current_pool : sim_devices[l->id].default_pool);
+        pthread_mutex_unlock(&sim_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&sim_lock);
+    struct location_pools *e = location_pools_locked(l, alloc_type);
+    if (e) *pool = (CUmemoryPool)(current ? e->cur : e->def);
+    pthread_mutex_unlock(&sim_lock);
+    return e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUAPI CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *location, int allocType) {
+    return location_pool(pool, location, allocType, 0);
+}
+CUAPI CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, int allocType) {
+    return location_pool(pool, location, allocType, 1);
+}
+
+/* The pool's own location and type must match, as NVIDIA documents. */
+CUAPI CUresult cuMemSetMemPool(CUmemLocation *location, int allocType, CUmemoryPool pool) {
+    struct sim_pool *p = (struct sim_pool *)pool;
+    if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool_location_valid(location, allocType)) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_lock);
+    CUresult r = pool_valid_locked(p) && p->loc_type == location->type && p->alloc_type == allocType &&
+                         (p->loc_type != CU_MEM_LOCATION_TYPE_DEVICE || p->loc_id == location->id)
+                     ? CUDA_SUCCESS
+                     : CUDA_ERROR_INVALID_VALUE;
+    if (!r) {
+        if (p->device >= 0) sim_devices[p->device].current_pool = p;
+        else {
+            struct location_pools *e = location_pools_locked(location, allocType);
+            if (e) e->cur = p;
+            else r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    pthread_mutex_unlock(&sim_lock);
+    return r;
 }
 
 /* Blocks still out stay charged until they are freed; then they go straight back. */
@@ -175,8 +288,9 @@ CUAPI CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     if (!r) {
         trim_locked(p, 0);
         p->destroyed = 1;
-        if (sim_devices[p->device].current_pool == p)
+        if (p->device >= 0 && sim_devices[p->device].current_pool == p)
             sim_devices[p->device].current_pool = sim_devices[p->device].default_pool;
+        forget_current_locked(p);
     }
     pthread_mutex_unlock(&sim_lock);
     return r;

@@ -97,6 +97,9 @@
     X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0) \
     X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0) \
     X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0) \
+    X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000, 0) \
+    X(cuMemGetMemPool, cuMemGetMemPool, 13000, 0) \
+    X(cuMemSetMemPool, cuMemSetMemPool, 13000, 0) \
     X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0) \
     X(cuMemAddressFree, cuMemAddressFree, 10020, 0) \
     X(cuMemCreate, cuMemCreate, 10020, 0) \

@@ -1,7 +1,9 @@
 /* Simulated libcuda.so.1: the virtual memory management API (what PyTorch's
  * expandable segments use).
  * - cuMemAddressReserve takes address space only (PROT_NONE, NORESERVE), never capacity;
- * - cuMemCreate takes physical memory: the handle is charged against its device;
+ * - cuMemCreate takes physical memory: the handle is charged against its device; with a
+ *   host location (HOST, HOST_NUMA on node 0 or 1, HOST_NUMA_CURRENT) it is host memory,
+ *   charged to no device (device -1);
  * - cuMemMap makes a range of a reservation accessible (mprotect); mappings do not share
  *   data with each other, which nothing here needs;
  * - physical memory goes back when the handle is released AND its last mapping is gone,
@@ -82,11 +84,24 @@ CUAPI CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, co
                            unsigned long long flags) {
     SIM_UNUSED(flags);
     if (sim_check_init()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!handle || !prop || !aligned(size) || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
-        prop->location.id >= sim_ndevices)
+    if (!handle || !prop || !aligned(size) || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    int dev = prop->location.id;
+    int dev;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (prop->location.id < 0 || prop->location.id >= sim_ndevices) return CUDA_ERROR_INVALID_VALUE;
+        dev = prop->location.id;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        if (prop->location.id != 0 && prop->location.id != 1) return CUDA_ERROR_INVALID_VALUE;
+        /* fall through */
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        dev = -1;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     struct sim_handle *h = calloc(1, sizeof *h);
     struct sim_block *b = malloc(sizeof *b);
     h->device = dev;
@@ -94,7 +109,7 @@ CUAPI CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, co
     *b = (struct sim_block){.key = (uintptr_t)h, .size = size, .charged = size, .device = dev,
                             .space = SP_HANDLE, .kind = K_HANDLE, .extra = h};
     pthread_mutex_lock(&sim_lock);
-    int full = sim_charge(dev, size);
+    int full = dev < 0 ? 0 : sim_charge(dev, size);
     if (!full) sim_table_insert(b);
     pthread_mutex_unlock(&sim_lock);
     if (full) {
@@ -110,7 +125,7 @@ CUAPI CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, co
 static void maybe_destroy_locked(struct sim_handle *h) {
     if (!h->released || h->maps) return;
     free(sim_table_remove(SP_HANDLE, (uintptr_t)h));
-    sim_uncharge(h->device, h->size);
+    if (h->device >= 0) sim_uncharge(h->device, h->size);
     free(h);
 }
 

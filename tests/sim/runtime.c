@@ -69,6 +69,9 @@ static struct {
     CUresult (*memPoolDestroy)(CUmemoryPool);
     CUresult (*memPoolTrimTo)(CUmemoryPool, size_t);
     CUresult (*deviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+    /* CUDA 13 only (looked up at 13000): pools by location and allocation type */
+    CUresult (*memGetDefaultMemPool)(CUmemoryPool *, CUmemLocation *, int);
+    CUresult (*memGetMemPool)(CUmemoryPool *, CUmemLocation *, int);
     CUresult (*memsetD8)(CUdeviceptr, unsigned char, size_t);
     CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*getExportTable)(const void **, const CUuuid *);
@@ -160,6 +163,10 @@ static void bind_driver(void) {
     NEED(memPoolDestroy, "cuMemPoolDestroy", 11020, 0);
     NEED(memPoolTrimTo, "cuMemPoolTrimTo", 11020, 0);
     NEED(deviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0);
+#if RT_VERSION >= 13000
+    NEED(memGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000, 0);
+    NEED(memGetMemPool, "cuMemGetMemPool", 13000, 0);
+#endif
     NEED(memsetD8, "cuMemsetD8", 3020, 0);
     NEED(memcpy, "cuMemcpy", 4000, 0);
     NEED(getExportTable, "cuGetExportTable", 3000, 0);
@@ -282,6 +289,15 @@ CUDART_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) { WITH
 CUDART_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev) {
     WITH_CTX(drv.deviceGetDefaultMemPool(pool, dev));
 }
+#if RT_VERSION >= 13000
+/* cudaMemLocation and cudaMemAllocationType have the driver's layout and values. */
+CUDART_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *pool, CUmemLocation *location, int type) {
+    WITH_CTX(drv.memGetDefaultMemPool(pool, location, type));
+}
+CUDART_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *pool, CUmemLocation *location, int type) {
+    WITH_CTX(drv.memGetMemPool(pool, location, type));
+}
+#endif
 CUDART_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) { WITH_CTX(drv.memGetInfo(free_bytes, total)); }
 
 /* ---- devices, streams, copies ---- */

@@ -523,6 +523,8 @@ pub fn static_runtime_names(api: &str) -> Option<String> {
         "cudaMemPoolCreate" => "cuMemPoolCreate",
         "cudaMemPoolDestroy" => "cuMemPoolDestroy",
         "cudaMemPoolTrimTo" => "cuMemPoolTrimTo",
+        "cudaMemGetDefaultMemPool" => "cuMemGetDefaultMemPool",
+        "cudaMemGetMemPool" => "cuMemGetMemPool",
         "cudaMemGetInfo" => "cuMemGetInfo_v2",
         other => other,
     };

@@ -101,6 +101,21 @@ fn a_simulated_run_without_cuda_calls_says_why_it_left_no_trace() {
 }
 
 #[test]
+fn a_run_that_left_no_trace_leaves_no_directory_it_named_itself() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(vramtrace());
+    clean_env(&mut cmd)
+        .current_dir(cwd.path())
+        .args(["run", "--sim", "true"]);
+    let out = run_within(&mut cmd, LIMIT);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("0 trace files"), "{said}");
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}: {said}");
+}
+
+#[test]
 fn two_runs_in_one_directory_are_never_summed() {
     let dir = tempfile::tempdir().unwrap();
     let first = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
@@ -130,6 +145,32 @@ fn two_runs_in_one_directory_are_never_summed() {
         .expect("the run id is in the header");
     let (older, _) = summary(dir.path(), &["--run", &older_id]);
     assert_eq!(peak_of(&older), first_peak);
+}
+
+#[test]
+fn traces_without_a_run_id_are_a_run_that_can_be_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let older = tempfile::tempdir().unwrap();
+    let first = demo_into(older.path(), &["--sim-capacity", "16GiB"]);
+    // The older run as LD_PRELOAD alone writes it: a header without a run id.
+    for path in vramtrace_tests::harness::trace_paths(older.path()) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (header, rest) = text.split_once('\n').unwrap();
+        let mut header: serde_json::Value = serde_json::from_str(header).unwrap();
+        let env = header["env"].as_object_mut().expect("env");
+        assert!(env.remove("VRAMTRACE_RUN_ID").is_some(), "{header}");
+        let copy = dir.path().join(path.file_name().unwrap());
+        std::fs::write(copy, format!("{header}\n{rest}")).unwrap();
+    }
+    let second = demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
+    let (first_peak, second_peak) = (printed_peak(&first), printed_peak(&second));
+    assert_ne!(first_peak, second_peak, "the two runs must be told apart");
+
+    let (newest, said) = summary(dir.path(), &[]);
+    assert_eq!(peak_of(&newest), second_peak);
+    assert!(said.contains("unnamed"), "{said}");
+    let (unnamed, _) = summary(dir.path(), &["--run", "unnamed"]);
+    assert_eq!(peak_of(&unnamed), first_peak);
 }
 
 #[test]
@@ -260,6 +301,22 @@ fn compressed_traces_read_as_they_are() {
         let (s, _) = summary(&file, &[]);
         assert_eq!(peak_of(&s), peak, "{}", file.display());
     }
+    // Two traces joined by `cat` decompress as one stream: the first is read, the join is
+    // named with its line, and the second is never taken for more of the same process.
+    shell("cat gz/*.gz gz/*.gz > joined.jsonl.gz", dir.path());
+    let out = Command::new(vramtrace())
+        .args(["summary", "--json"])
+        .arg(dir.path().join("joined.jsonl.gz"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("joined.jsonl.gz:") && said.contains("second trace header"),
+        "{said}"
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(peak_of(&s), peak);
 }
 
 #[test]
@@ -269,8 +326,14 @@ fn a_pack_reads_as_its_run_and_redact_takes_out_host_argv_and_paths() {
     pack(&[], &dir.path().join("run.vtpack"), &traces);
     pack(&["--redact"], &dir.path().join("redacted.vtpack"), &traces);
     for name in ["run.vtpack", "redacted.vtpack"] {
-        let (s, _) = summary(&dir.path().join(name), &[]);
+        let pack = dir.path().join(name);
+        let (s, _) = summary(&pack, &[]);
         assert_eq!(peak_of(&s), peak, "{name}");
+        // Files are named as members of the pack, never by the directory it was unpacked to.
+        for p in s["processes"].as_array().expect("processes") {
+            let path = p["path"].as_str().expect("path");
+            assert!(path.starts_with(&format!("{}/", pack.display())), "{path}");
+        }
     }
     // Never over an existing file.
     let again = pack_output(&[], &dir.path().join("run.vtpack"), &traces);

@@ -29,6 +29,13 @@ static int threads, generation, printed;
 /* Calls a runtime answers itself, never reaching the driver (cudaFree(NULL)): a static
  * runtime shows no event for them. */
 static int runtime_only_calls;
+/* Memory a workload counts by location (truth_location): single-threaded, under lock. */
+#define MAX_LOCATIONS 8
+static struct {
+    const char *name;
+    long long live, peak;
+} locations[MAX_LOCATIONS];
+static int nlocations;
 
 void truth_runtime_only(void) { __atomic_add_fetch(&runtime_only_calls, 1, __ATOMIC_RELAXED); }
 
@@ -54,6 +61,8 @@ void truth_reset(const char *name) {
     memset(peak_lower, 0, sizeof peak_lower);
     memset(peak_upper, 0, sizeof peak_upper);
     max_device = 0;
+    nlocations = 0;
+    memset(locations, 0, sizeof locations);
     nmeminfo = 0;
     threads = 0;
     printed = 0;
@@ -154,6 +163,26 @@ void truth_live_sub(int device, unsigned long long bytes) {
     truth_free_end(device, bytes, 1);
 }
 
+void truth_location(const char *location, long long bytes) {
+    pthread_mutex_lock(&lock);
+    int i = 0;
+    while (i < nlocations && strcmp(locations[i].name, location)) i++;
+    if (i == MAX_LOCATIONS) abort();
+    if (i == nlocations) locations[nlocations++].name = location;
+    locations[i].live += bytes;
+    if (locations[i].live > locations[i].peak) locations[i].peak = locations[i].live;
+    pthread_mutex_unlock(&lock);
+}
+
+static void print_locations(FILE *f) {
+    if (!nlocations) return;
+    fputs(",\"location_peak_bytes\":{", f);
+    for (int i = 0; i < nlocations; i++) fprintf(f, "%s\"%s\":%lld", i ? "," : "", locations[i].name, locations[i].peak);
+    fputs("},\"location_bytes_at_end\":{", f);
+    for (int i = 0; i < nlocations; i++) fprintf(f, "%s\"%s\":%lld", i ? "," : "", locations[i].name, locations[i].live);
+    fputc('}', f);
+}
+
 static void print_devices(FILE *f, const char *key, const long long *v) {
     fprintf(f, ",\"%s\":{", key);
     for (int d = 0; d <= max_device; d++) fprintf(f, "%s\"%d\":%lld", d ? "," : "", d, v[d]);
@@ -180,6 +209,7 @@ void truth_print(void) {
     print_devices(f, "peak_live_bytes", peak_lower);
     print_devices(f, "live_bytes_at_end", lower);
     print_devices(f, "peak_live_bytes_upper", peak_upper);
+    print_locations(f);
     fputs(",\"meminfo\":[", f);
     for (size_t i = 0; i < nmeminfo; i++)
         fprintf(f, "%s{\"free\":%zu,\"total\":%zu}", i ? "," : "", meminfo[i][0], meminfo[i][1]);

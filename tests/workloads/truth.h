@@ -2,10 +2,13 @@
  *
  *   VRAMTRACE_TRUTH {"workload":..,"pid":..,"ppid":..,"calls":[{"api","op","count","failed",
  *   "bytes"}..],"peak_live_bytes":{"0":..},"live_bytes_at_end":{"0":..},
- *   "peak_live_bytes_upper":{"0":..},"meminfo":[{"free","total"}..],"threads":..}
+ *   "peak_live_bytes_upper":{"0":..},"meminfo":[{"free","total"}..],"threads":..,
+ *   "location_peak_bytes":{"host":..},"location_bytes_at_end":{"host":..}}
  *
  * Live bytes are device memory the workload holds (never pinned host memory, never the
- * context). With threads, a block counts toward the lower bound from after its alloc
+ * context). Memory that lives elsewhere (host and managed pools, host cuMemCreate) is
+ * counted by location name ("host", "host_numa", "managed"), only where a workload says
+ * so; the two location keys are printed only then. With threads, a block counts toward the lower bound from after its alloc
  * returned until before its free is called, and toward the upper bound from before the
  * alloc is called until after the free returned; single-threaded, both are exact.
  * Thread-safe. `api` and `op` must be string literals (they are kept, not copied). */
@@ -38,5 +41,7 @@ void truth_free_end(int device, unsigned long long bytes, int ok);
 /* Single-threaded shorthands: memory becomes live / stops being live now. */
 void truth_live_add(int device, unsigned long long bytes);
 void truth_live_sub(int device, unsigned long long bytes);
+/* Single-threaded: bytes that live at `location` (a string literal) now, +taken/-given. */
+void truth_location(const char *location, long long bytes);
 
 #endif

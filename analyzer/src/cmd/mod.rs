@@ -16,3 +16,4 @@ pub mod summary;
 pub mod timeline;
 pub mod whatif;
 pub mod whatif_oom;
+mod whatif_render;

@@ -1,11 +1,12 @@
-//! `vramtrace report -o FILE.html TRACE|DIR...`: one self-contained HTML file.
+//! `vramtrace report -o FILE.html TRACE|DIR|SNAPSHOT...`: one self-contained HTML file.
 
 use super::common;
-use crate::render::flamegraph;
-use crate::render::html::{self, Report};
+use crate::render::report::{self, Report};
+use crate::views::marks::MarkWatch;
+use crate::views::moments::MomentWatch;
 use crate::views::oom::OomWatch;
 use crate::views::timeline::TimelineBuilder;
-use crate::views::{leaks, summary};
+use crate::views::{leaks, plot, summary};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -19,7 +20,7 @@ pub struct ReportArgs {
     /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
     #[arg(long)]
     pub force: bool,
-    /// Trace files or directories of traces.
+    /// Trace files, directories of traces, PyTorch snapshots or packs.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
@@ -28,9 +29,13 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
     common::check_output(&args.output, args.force)?;
     let mut timeline = TimelineBuilder::new(args.resolution);
     let mut oom = OomWatch::default();
+    let mut marks = MarkWatch::default();
+    let mut moments = MomentWatch::default();
     let run = match common::load(&args.paths, Default::default(), |s| {
         timeline.step(s);
         oom.step(s);
+        marks.step(s);
+        moments.step(s);
     })? {
         Ok(run) => run,
         Err(code) => return Ok(code),
@@ -40,23 +45,26 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
     let timeline = timeline.finish(&run);
     let oom = oom.finish(&run);
     let leaks = leaks::build(&run);
-    // The groups at each device's peak, as the summary already has them.
-    let folded = flamegraph::folded_groups(
-        &summary
-            .devices
-            .iter()
-            .map(|d| (d.host.as_str(), d.gpu.as_str(), &d.at_peak[..]))
-            .collect::<Vec<_>>(),
-    );
-    let svg = flamegraph::svg(&folded, "Device memory live at the peak", "nothing live").ok();
-    let page = html::render(&Report {
+    let plots = plot::build(&timeline, &marks.finish(&run), &summary, &oom);
+    let view = crate::views::report::build(crate::views::report::Inputs {
+        run: &run,
         summary: &summary,
-        timeline: &timeline,
         oom: &oom,
         leaks: &leaks,
-        flamegraph: svg.as_deref(),
+        plots,
+        moments: moments.finish(&run),
+    });
+    let page = report::page(&Report {
+        view: &view,
+        summary: &summary,
+        oom: &oom,
+        leaks: &leaks,
     });
     common::write(&args.output, &page, args.force)?;
-    eprintln!("vramtrace: wrote {}", args.output.display());
+    eprintln!(
+        "vramtrace: wrote {} ({})",
+        args.output.display(),
+        crate::units::bytes(page.len() as u64)
+    );
     Ok(common::status(&run))
 }

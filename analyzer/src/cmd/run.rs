@@ -111,6 +111,8 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
     let lib = find_interposer()?;
     let lib = std::fs::canonicalize(&lib).unwrap_or(lib);
     let out_dir = args.output.clone().unwrap_or_else(default_output);
+    // A directory vramtrace chose and made itself is removed again if no trace lands in it.
+    let made_here = args.output.is_none() && !out_dir.exists();
     std::fs::create_dir_all(&out_dir).map_err(|e| {
         format!(
             "cannot create the output directory {}: {e}",
@@ -187,12 +189,15 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
                 .count()
         })
         .unwrap_or(0);
+    // remove_dir removes only an empty directory: one holding the hook's files stays.
+    let removed = traces == 0 && made_here && std::fs::remove_dir(&out_dir).is_ok();
     eprintln!(
-        "vramtrace: {} {}; {} in {}",
+        "vramtrace: {} {}; {} in {}{}",
         args.command[0],
         describe(status),
         crate::units::count(traces as u64, "trace file"),
         out_dir.display(),
+        if removed { " (removed, empty)" } else { "" },
     );
     if traces > 0 {
         eprintln!("vramtrace: see `vramtrace summary {}`", out_dir.display());

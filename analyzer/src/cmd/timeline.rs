@@ -4,7 +4,10 @@
 use super::common;
 use crate::render;
 use crate::views::layer::Layer;
+use crate::views::marks::MarkWatch;
+use crate::views::oom::OomWatch;
 use crate::views::timeline::TimelineBuilder;
+use crate::views::{plot, summary};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -35,7 +38,15 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
         common::check_output(svg, args.force)?;
     }
     let mut builder = TimelineBuilder::new(args.resolution);
-    let run = match common::load(&args.paths, Default::default(), |s| builder.step(s))? {
+    let mut marks = MarkWatch::default();
+    let mut oom = OomWatch::default();
+    let run = match common::load(&args.paths, Default::default(), |s| {
+        builder.step(s);
+        if args.svg.is_some() {
+            marks.step(s);
+            oom.step(s);
+        }
+    })? {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
@@ -46,7 +57,10 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
         view.keep_layer(layer);
     }
     if let Some(svg) = &args.svg {
-        common::write(svg, &render::svg::document(&view), args.force)?;
+        // The same plots as the report's: markers, phases, capacity, peak, failures.
+        let summary = summary::build(&run);
+        let plots = plot::build(&view, &marks.finish(&run), &summary, &oom.finish(&run));
+        common::write(svg, &render::svg::document(&plots), args.force)?;
     }
     if args.json {
         common::print(&render::json(&view))?;

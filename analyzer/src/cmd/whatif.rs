@@ -2,11 +2,11 @@
 //! [-o OUT.pickle] SNAPSHOT`: replays a PyTorch snapshot's history through a model of the
 //! caching allocator, under the recorded settings or others, on a card of a given size.
 
-use super::common;
-use crate::snapshot::{read_snapshot, write_memory_viz, DeviceSnapshot};
+use super::{common, whatif_render};
+use crate::snapshot::{write_memory_viz, DeviceSnapshot};
 use crate::units::{bytes, parse_size};
 use crate::whatif::avoid::recorded_card;
-use crate::whatif::from_snapshot::histories;
+use crate::whatif::device_layer::Outside;
 use crate::whatif::replay::{Driver, Outcome};
 use crate::whatif::search::smallest_capacity;
 use crate::whatif::{replay, write, History, Settings};
@@ -40,9 +40,10 @@ pub struct WhatifArgs {
     /// Write the replayed run (the last scenario) as a snapshot for pytorch.org/memory_viz.
     #[arg(short = 'o', value_name = "OUT.pickle")]
     pub output: Option<PathBuf>,
-    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`), or
-    /// a `vramtrace run` directory with the PyTorch hook's snapshot of one process.
-    #[arg(value_name = "SNAPSHOT.pickle|DIR")]
+    /// A PyTorch memory snapshot with a trace (`torch.cuda.memory._dump_snapshot()`), a
+    /// `vramtrace run` directory with the PyTorch hook's snapshot of one process, or one
+    /// process's trace whose allocator annotated its blocks (vramtrace.h).
+    #[arg(value_name = "SNAPSHOT.pickle|DIR|TRACE.jsonl")]
     pub path: PathBuf,
 }
 
@@ -53,11 +54,25 @@ struct Scenario {
     driver: Driver,
 }
 
-fn scenarios(args: &WhatifArgs, recorded: &Settings) -> Result<Vec<Scenario>, String> {
-    let as_recorded = Scenario {
-        name: "recorded".into(),
-        settings: recorded.clone(),
-        driver: Driver::Recorded,
+/// `checkable`: the input is PyTorch's recording, which the first scenario reproduces;
+/// else (a trace's annotations) the first scenario is PyTorch's defaults on the card.
+fn scenarios(
+    args: &WhatifArgs,
+    recorded: &Settings,
+    checkable: bool,
+) -> Result<Vec<Scenario>, String> {
+    let as_recorded = if checkable {
+        Scenario {
+            name: "recorded".into(),
+            settings: recorded.clone(),
+            driver: Driver::Recorded,
+        }
+    } else {
+        Scenario {
+            name: "defaults".into(),
+            settings: recorded.clone(),
+            driver: Driver::Card(None),
+        }
     };
     let on_card = Driver::Card(args.capacity);
     if !args.compare {
@@ -95,55 +110,47 @@ fn scenarios(args: &WhatifArgs, recorded: &Settings) -> Result<Vec<Scenario>, St
 }
 
 /// A device's history, the card its recorded failure shows, and its columns.
-struct Device<'h> {
-    h: &'h History,
-    card: Option<(u64, usize)>,
-    cols: Vec<Column>,
+pub(super) struct Device<'h> {
+    pub(super) h: &'h History,
+    pub(super) card: Option<(u64, usize)>,
+    /// What the run directory's traces show outside the allocator.
+    pub(super) layer: Option<Outside>,
+    /// The capacity the scenarios on a card replay on.
+    pub(super) capacity: Option<u64>,
+    pub(super) cols: Vec<Column>,
 }
 
-struct Column {
-    name: String,
-    outcome: Outcome,
-    smallest: Option<u64>,
-    search_replays: usize,
+pub(super) struct Column {
+    pub(super) name: String,
+    pub(super) outcome: Outcome,
+    pub(super) smallest: Option<u64>,
+    pub(super) search_replays: usize,
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
-    let (path, alloc_conf) = if args.path.is_dir() {
-        let run = crate::whatif::run_dir::resolve(&args.path)?;
-        (run.snapshot, run.alloc_conf)
-    } else {
-        (args.path.clone(), None)
-    };
-    let snap = read_snapshot(&path)?;
-    let name = path.display().to_string();
-    let mut recorded = Settings::from_recorded(snap.allocator_settings.as_ref())
-        .map_err(|e| format!("{name}: {e}"))?;
-    // Before 2.4 a snapshot has no settings: the environment the hook saved has them.
-    if let (None, Some(conf)) = (&snap.allocator_settings, &alloc_conf) {
-        recorded
-            .set(conf)
-            .map_err(|e| format!("{}: PYTORCH_ALLOC_CONF: {e}", args.path.display()))?;
+    let src = crate::whatif::source::open(&args.path)?;
+    for p in &src.problems {
+        eprintln!("vramtrace: {}", crate::render::escape::terminal(p));
     }
-    let hs = histories(&snap, &recorded).map_err(|e| format!("{name}: {e}"))?;
-    if hs.is_empty() {
-        return Err(format!(
-            "{name}: no allocations in the trace: record with torch.cuda.memory._record_memory_history() to replay"
-        ));
-    }
-    let scenarios = scenarios(&args, &recorded)?;
+    let (name, recorded, hs, layer) = (&src.name, &src.recorded, &src.histories, &src.layer);
+    let scenarios = scenarios(&args, recorded, src.checkable)?;
     let mut devices: Vec<Device> = Vec::new();
-    for h in &hs {
-        // Without --capacity, the card a recorded out-of-memory error shows.
-        let card = match args.capacity {
-            Some(_) => None,
-            None => recorded_card(h).map_err(|e| format!("{name}: device {}: {e}", h.device))?,
-        };
+    for h in hs {
+        // No card where the recorded replay stops before its failure (a private pool) or
+        // cannot run (the scenarios below say why).
+        let card = recorded_card(h).unwrap_or(None);
+        let layer = layer.get(&h.device).copied();
+        // Without --capacity: the card the device layer shows, else the one a recorded
+        // out-of-memory error shows.
+        let capacity = args
+            .capacity
+            .or(layer.map(|l| l.capacity()))
+            .or(card.map(|c| c.0));
         let mut cols = Vec::new();
         for sc in &scenarios {
-            let driver = match (sc.driver, card) {
-                (Driver::Card(None), Some((capacity, _))) => Driver::Card(Some(capacity)),
-                (d, _) => d,
+            let driver = match sc.driver {
+                Driver::Card(None) => Driver::Card(capacity),
+                d => d,
             };
             let outcome = replay(h, &sc.settings, driver, args.output.is_some())
                 .map_err(|e| format!("{name}: device {}: {e}", h.device))?;
@@ -162,20 +169,26 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
                 search_replays: search.map_or(0, |s| s.replays),
             });
         }
-        devices.push(Device { h, card, cols });
+        devices.push(Device {
+            h,
+            card,
+            layer,
+            capacity,
+            cols,
+        });
     }
     if let Some(out) = &args.output {
         let pairs: Vec<(&Outcome, &DeviceSnapshot)> = devices
             .iter()
-            .filter_map(|d| Some((&d.cols.last()?.outcome, snap.device(d.h.device)?)))
+            .filter_map(|d| Some((&d.cols.last()?.outcome, src.snap.device(d.h.device)?)))
             .collect();
         let settings = &scenarios.last().expect("one scenario at least").settings;
         let mut written = write::snapshot(pairs, settings);
-        written.device_count = snap.device_count;
+        written.device_count = src.snap.device_count;
         write_memory_viz(out, &written)?;
     }
     if args.json {
-        let devs: Vec<Value> = devices.iter().map(device_json).collect();
+        let devs: Vec<Value> = devices.iter().map(whatif_render::device_json).collect();
         let doc = json!({
             "format": "vramtrace-whatif", "version": 1,
             "path": name,
@@ -186,152 +199,18 @@ pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
         common::print_json(&doc)?;
     } else {
         let mut out = String::new();
-        let _ = writeln!(out, "{name}: recorded settings {}", recorded.describe());
+        if src.checkable {
+            let _ = writeln!(out, "{name}: recorded settings {}", recorded.describe());
+        } else {
+            let _ = writeln!(
+                out,
+                "{name}: the requests its allocator annotated, replayed through PyTorch's caching allocator"
+            );
+        }
         for d in &devices {
-            text(&mut out, d);
+            whatif_render::text(&mut out, d);
         }
         common::print(&out)?;
     }
     Ok(0)
-}
-
-fn driver_json(d: Driver) -> Value {
-    match d {
-        Driver::Recorded => json!("recorded"),
-        Driver::Card(c) => json!({ "capacity_bytes": c }),
-    }
-}
-
-fn device_json(d: &Device) -> Value {
-    let (h, cols) = (d.h, &d.cols);
-    let scenarios: Vec<Value> = cols
-        .iter()
-        .map(|c| {
-            let o = &c.outcome;
-            let failures: Vec<Value> = o
-                .failures
-                .iter()
-                .map(|f| {
-                    json!({
-                        "entry": f.entry, "requested_bytes": f.requested, "stream": f.stream,
-                        "reserved_bytes": f.reserved, "allocated_bytes": f.allocated,
-                        "largest_free_block_bytes": f.largest_free, "recorded": f.recorded,
-                    })
-                })
-                .collect();
-            let samples: Vec<Value> = o
-                .samples
-                .iter()
-                .map(|s| json!({"entry": s.entry, "reserved_bytes": s.reserved, "allocated_bytes": s.allocated}))
-                .collect();
-            json!({
-                "name": c.name,
-                "settings": o.settings.describe(),
-                "driver": driver_json(o.driver),
-                "events": h.events.len(),
-                "events_replayed": o.replayed,
-                "start_reserved_bytes": o.start_reserved,
-                "peak_reserved_bytes": o.peak_reserved,
-                "peak_reserved_entry": o.peak_reserved_entry,
-                "peak_allocated_bytes": o.peak_allocated,
-                "peak_unused_reserved_bytes": o.peak_unused,
-                "end_reserved_bytes": o.allocator.reserved,
-                "end_allocated_bytes": o.allocator.allocated,
-                "fragmentation": samples,
-                "failures": failures,
-                "recorded_failures_served": o.recorded_failures_served,
-                "drift": o.drift.as_ref().map(|d| json!({"entry": d.entry, "message": d.message})),
-                "smallest_capacity_bytes": c.smallest,
-                "capacity_search_replays": c.search_replays,
-            })
-        })
-        .collect();
-    json!({
-        "device": h.device,
-        "recorded_card_bytes": d.card.map(|c| c.0),
-        "recorded_card_entry": d.card.map(|c| c.1),
-        "scenarios": scenarios,
-    })
-}
-
-fn text(out: &mut String, d: &Device) {
-    let (h, cols) = (d.h, &d.cols);
-    let _ = writeln!(
-        out,
-        "device {}: {} events replayed from the recorded state at the trace's start",
-        h.device,
-        h.events.len()
-    );
-    if let Some((capacity, entry)) = d.card {
-        let _ = writeln!(
-            out,
-            "  other settings replayed on {}: the card as the out-of-memory error at entry {entry} shows it (reserved there plus the driver's free bytes)",
-            bytes(capacity)
-        );
-    }
-    let width = cols.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
-    let _ = writeln!(
-        out,
-        "  {:width$}  {:>12}  {:>12}  {:>12}  {:>12}  result",
-        "settings", "peak reserv.", "peak alloc.", "max unused", "fits in"
-    );
-    for c in cols {
-        let o = &c.outcome;
-        let fits = c.smallest.map_or("-".to_string(), bytes);
-        let result = if let Some(d) = &o.drift {
-            format!(
-                "drifts from the recording at entry {}: {}",
-                d.entry, d.message
-            )
-        } else if let Some(f) = o.new_failure() {
-            format!(
-                "out of memory at entry {}: {} requested with {} reserved, {} allocated, largest free block {}",
-                f.entry,
-                bytes(f.requested),
-                bytes(f.reserved),
-                bytes(f.allocated),
-                bytes(f.largest_free)
-            )
-        } else if o.driver == Driver::Recorded {
-            "matches the recording: every address, segment event and final block".to_string()
-        } else {
-            "runs".to_string()
-        };
-        let _ = writeln!(
-            out,
-            "  {:width$}  {:>12}  {:>12}  {:>12}  {:>12}  {result}",
-            c.name,
-            bytes(o.peak_reserved),
-            bytes(o.peak_allocated),
-            bytes(o.peak_unused),
-            fits
-        );
-        let recorded = o.failures.iter().filter(|f| f.recorded).count();
-        if recorded > 0 || o.recorded_failures_served > 0 {
-            let _ = writeln!(
-                out,
-                "  {:width$}  recorded out-of-memory errors: {recorded} again, {} served here",
-                "", o.recorded_failures_served
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  {:width$}  unused reserved over the trace: {}",
-            "",
-            unused_line(&o.samples)
-        );
-    }
-}
-
-/// Reserved less allocated at ten points spread over the samples: fragmentation over time.
-fn unused_line(samples: &[crate::whatif::outcome::Sample]) -> String {
-    const POINTS: usize = 10;
-    let step = samples.len().div_ceil(POINTS).max(1);
-    let words: Vec<String> = samples
-        .iter()
-        .step_by(step)
-        .chain(samples.last())
-        .map(|s| bytes(s.reserved - s.allocated))
-        .collect();
-    words.join(", ")
 }

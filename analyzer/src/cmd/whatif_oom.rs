@@ -12,8 +12,10 @@ pub struct OomReplays {
 }
 
 pub fn oom_replays(snap: &crate::snapshot::Snapshot) -> OomReplays {
-    let histories = Settings::from_recorded(snap.allocator_settings.as_ref())
-        .and_then(|s| crate::whatif::from_snapshot::histories(snap, &s));
+    let histories = Settings::from_recorded(snap.allocator_settings.as_ref()).and_then(|mut s| {
+        crate::whatif::from_snapshot::infer_expandable(snap, &mut s);
+        crate::whatif::from_snapshot::histories(snap, &s)
+    });
     OomReplays { histories }
 }
 
@@ -34,7 +36,10 @@ impl OomReplays {
             Ok(Some(a)) => json!({
                 "capacity_bytes": a.capacity,
                 "reproduced": a.reproduced,
-                "settings": a.settings.iter().map(|(k, v)| json!({"settings": k, "avoids": v})).collect::<Vec<_>>(),
+                "settings": a.settings.iter().map(|(k, v)| match v {
+                    Ok(v) => json!({"settings": k, "avoids": v}),
+                    Err(e) => json!({"settings": k, "avoids": null, "error": e}),
+                }).collect::<Vec<_>>(),
             }),
             Ok(None) => Value::Null,
             Err(e) => json!({ "error": e }),
@@ -57,18 +62,15 @@ pub fn avoided_line(v: &Value) -> Option<String> {
         .as_array()?
         .iter()
         .map(|s| {
-            let would = if s["avoids"] == json!(true) {
-                "would have avoided it"
-            } else {
-                "would not"
+            let would = match s["avoids"].as_bool() {
+                Some(true) => "would have avoided it",
+                Some(false) => "would not",
+                None => "not replayed",
             };
             format!("{} {would}", s["settings"].as_str().unwrap_or(""))
         })
         .collect();
-    Some(format!(
-        "by replay on {cap}: {} (expandable_segments is not modelled)",
-        words.join("; ")
-    ))
+    Some(format!("by replay on {cap}: {}", words.join("; ")))
 }
 
 /// Gives each failure that a snapshot's `oom` entry stands for its `avoided_by`: the n-th

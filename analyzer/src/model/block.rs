@@ -1,6 +1,6 @@
 //! A live allocation and the key views group allocations by.
 
-use vramtrace_schema::{Api, Kind};
+use vramtrace_schema::{Api, Kind, Location};
 
 /// Memory that is live: allocated and not yet freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,11 +13,25 @@ pub struct Block {
     pub t: u64,
     pub tid: u32,
     pub stack: u64,
+    /// The kind of memory: the API's, or host / managed pool by the event's location.
+    pub kind: Kind,
+    /// Where the event said the memory lives (`Device` unless it said).
+    pub loc: Location,
 }
 
 impl Block {
     pub fn kind(&self) -> Kind {
-        self.api.kind()
+        self.kind
+    }
+
+    /// Where memory that is not device memory lives; `None` for device memory.
+    pub fn off_device(&self) -> Option<Location> {
+        match self.kind {
+            Kind::Host if self.loc == Location::Device => Some(Location::Host),
+            Kind::Host => Some(self.loc),
+            Kind::ManagedPool => Some(Location::Managed),
+            _ => None,
+        }
     }
 
     pub fn key(&self) -> GroupKey {

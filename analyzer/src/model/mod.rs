@@ -8,6 +8,7 @@ mod block;
 mod device;
 mod failure;
 pub mod layers;
+mod off_device;
 mod physical;
 mod process;
 
@@ -20,4 +21,5 @@ pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,
 };
+pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Change, Counts, ProcessModel};

@@ -6,6 +6,7 @@ use super::failure::{
     largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
 };
 use super::layers::Layers;
+use super::off_device::OffDevice;
 use super::physical::PhysicalTracker;
 use super::Map;
 use std::collections::{BTreeMap, VecDeque};
@@ -38,6 +39,8 @@ pub struct ProcessModel {
     /// Pinned host memory held now and at most; never device memory.
     pub pinned_host: u64,
     pub peak_pinned_host: u64,
+    /// Memory that is not device memory, by location (pinned host memory among it).
+    pub off_device: OffDevice,
     pub failures: Vec<Failure>,
     /// The last free/total the program was told by `cuMemGetInfo`/`cudaMemGetInfo`.
     pub last_meminfo: Option<(u64, u64)>,
@@ -80,6 +83,7 @@ impl ProcessModel {
             devices: BTreeMap::new(),
             pinned_host: 0,
             peak_pinned_host: 0,
+            off_device: OffDevice::default(),
             failures: Vec::new(),
             last_meminfo: None,
             last_t: 0,
@@ -213,6 +217,8 @@ impl ProcessModel {
             t: e.t,
             tid: e.tid,
             stack: e.stack,
+            kind: e.kind(),
+            loc: e.loc,
         };
         if e.api.op() == Op::Create {
             self.physical.create(block);
@@ -247,9 +253,12 @@ impl ProcessModel {
 
     fn count(&mut self, b: &Block) {
         let kind = b.kind();
-        if kind == Kind::Host {
-            self.pinned_host += b.size;
-            self.peak_pinned_host = self.peak_pinned_host.max(self.pinned_host);
+        if let Some(location) = b.off_device() {
+            self.off_device.add(location, b.size);
+            if kind == Kind::Host {
+                self.pinned_host += b.size;
+                self.peak_pinned_host = self.peak_pinned_host.max(self.pinned_host);
+            }
         } else if kind.is_device_memory() {
             self.changes.push(Change {
                 dev: b.dev,
@@ -266,8 +275,11 @@ impl ProcessModel {
 
     fn uncount(&mut self, b: &Block) {
         let kind = b.kind();
-        if kind == Kind::Host {
-            self.pinned_host = self.pinned_host.saturating_sub(b.size);
+        if let Some(location) = b.off_device() {
+            self.off_device.remove(location, b.size);
+            if kind == Kind::Host {
+                self.pinned_host = self.pinned_host.saturating_sub(b.size);
+            }
         } else if let Some(d) = self.devices.get_mut(&b.dev) {
             d.remove(kind, b.key(), b.size);
             self.changes.push(Change {

@@ -29,6 +29,15 @@ pub fn named_as_packs(message: &str) -> String {
     })
 }
 
+/// `path` as it is shown: a file unpacked from a pack as `PACK/MEMBER`, any other as it is.
+pub fn shown(path: &Path) -> PathBuf {
+    let sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+    sources
+        .iter()
+        .find_map(|(dir, pack)| path.strip_prefix(dir).ok().map(|m| pack.join(m)))
+        .unwrap_or_else(|| path.to_path_buf())
+}
+
 /// What a pack holds, by kind.
 #[derive(Debug, Default)]
 pub struct Packed {
@@ -84,6 +93,18 @@ fn members(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
     }
     if out.is_empty() {
         return Err("nothing to pack: no traces, snapshots or torch-*.json".into());
+    }
+    // A pack is one flat directory: two files of one name (two runs' directories that both
+    // hold `vramtrace-h-1.jsonl`) would overwrite each other.
+    let mut seen: std::collections::HashMap<&str, &Path> = Default::default();
+    for (path, name) in &out {
+        if let Some(first) = seen.insert(name.as_str(), path.as_path()) {
+            return Err(format!(
+                "{} and {} would both be packed as {name}: pack them separately",
+                first.display(),
+                path.display()
+            ));
+        }
     }
     Ok(out)
 }
@@ -188,12 +209,14 @@ pub fn is_pack(path: &Path) -> bool {
 /// returns it. Members are plain files named without any directory part; anything else
 /// (links, devices, `../` names) is skipped.
 pub fn unpack(path: &Path) -> Result<PathBuf, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("vramtrace-pack-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| format!("{}: cannot unpack: {e}", path.display()))?;
-    unpack_into(path, dir, room_in(&std::env::temp_dir()))
+    remove_on_signal();
+    let make = || {
+        tempfile::Builder::new()
+            .prefix("vramtrace-pack-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+    };
+    unpack_into(path, make, room_in(&std::env::temp_dir()))
 }
 
 /// Bytes a pack may unpack into `dir`'s file system: what is free there less a tenth of
@@ -212,7 +235,38 @@ fn room_in(dir: &Path) -> u64 {
     (s.f_bavail as u64 * block).saturating_sub(s.f_blocks as u64 * block / 10)
 }
 
-fn unpack_into(path: &Path, dir: tempfile::TempDir, room: u64) -> Result<PathBuf, String> {
+/// Unpacks `path` into the directory `make` creates.
+fn unpack_into(
+    path: &Path,
+    make: impl FnOnce() -> std::io::Result<tempfile::TempDir>,
+    room: u64,
+) -> Result<PathBuf, String> {
+    // Made and registered under the lock that a signal's cleanup takes, so that no moment
+    // passes when the directory exists unknown to it.
+    let kept = {
+        let mut unpacked = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = make().map_err(|e| format!("{}: cannot unpack: {e}", path.display()))?;
+        let kept = dir.path().to_path_buf();
+        unpacked.push(dir);
+        kept
+    };
+    let unpacked = fill(path, &kept, room);
+    match &unpacked {
+        Ok(()) => SOURCES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((kept.clone(), path.to_path_buf())),
+        // Dropping the directory removes it.
+        Err(_) => UNPACKED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|d| d.path() != kept),
+    }
+    unpacked.map(|()| kept)
+}
+
+/// Writes the members of the pack at `path` into `dir`.
+fn fill(path: &Path, dir: &Path, room: u64) -> Result<(), String> {
     let err = |e: std::io::Error| format!("{}: cannot unpack: {e}", path.display());
     let mut written: u64 = 0;
     let mut archive = tar::Archive::new(compressed::open(path).map_err(err)?);
@@ -242,24 +296,51 @@ fn unpack_into(path: &Path, dir: tempfile::TempDir, room: u64) -> Result<PathBuf
                 std::env::temp_dir().display()
             ));
         }
-        let target = dir.path().join(base);
+        let target = dir.join(base);
+        // Held while a member is written: a signal's cleanup waits for it rather than
+        // racing it (a file created after the removal would keep the directory).
+        let _writing = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&target)
-            .map_err(err)?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => format!(
+                    "{}: holds {} twice: not a pack vramtrace wrote",
+                    path.display(),
+                    base.to_string_lossy()
+                ),
+                _ => err(e),
+            })?;
         // A member longer than its header said is cut there.
         let size = entry.header().size().unwrap_or(0);
         std::io::copy(&mut (&mut entry).take(size), &mut file).map_err(err)?;
     }
-    let kept = dir.path().to_path_buf();
-    SOURCES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((kept.clone(), path.to_path_buf()));
-    UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
-    Ok(kept)
+    Ok(())
+}
+
+/// Has Ctrl-C, `kill` or a closed terminal remove the unpacked directories before vramtrace
+/// dies of the signal: otherwise a reading interrupted midway leaves them in /tmp.
+fn remove_on_signal() {
+    static WATCHING: std::sync::Once = std::sync::Once::new();
+    WATCHING.call_once(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let Ok(mut signals) =
+            signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("vramtrace-pack-cleanup".into())
+            .spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    cleanup();
+                    // Ends as the signal would have ended vramtrace, status included.
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
+                }
+            });
+    });
 }
 
 /// Removes what [`unpack`] made (called before vramtrace exits).
@@ -285,6 +366,23 @@ mod tests {
     }
 
     #[test]
+    fn two_files_of_one_name_are_refused_naming_both() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for d in [&a, &b] {
+            std::fs::write(d.path().join("vramtrace-h-1.jsonl"), b"{}\n").unwrap();
+        }
+        let pack = a.path().join("run.vtpack");
+        let inputs = [a.path().to_path_buf(), b.path().to_path_buf()];
+        let err = super::write(&pack, &inputs, false, false).unwrap_err();
+        assert!(
+            err.contains("both be packed as vramtrace-h-1.jsonl"),
+            "{err}"
+        );
+        assert!(err.contains(&b.path().display().to_string()), "{err}");
+        assert!(!pack.exists(), "no pack is left behind");
+    }
+
+    #[test]
     fn a_pack_that_unpacks_past_the_room_left_is_refused() {
         let run = tempfile::tempdir().unwrap();
         // 1 MiB of zeros: a few hundred bytes once compressed.
@@ -292,10 +390,8 @@ mod tests {
         let pack = run.path().join("run.vtpack");
         super::write(&pack, &[run.path().to_path_buf()], false, false).unwrap();
         assert!(std::fs::metadata(&pack).unwrap().len() < 64 << 10);
-        let into = tempfile::tempdir().unwrap();
-        let err = super::unpack_into(&pack, into, 512 << 10).unwrap_err();
+        let err = super::unpack_into(&pack, tempfile::tempdir, 512 << 10).unwrap_err();
         assert!(err.contains("unpacks to more than"), "{err}");
-        let into = tempfile::tempdir().unwrap();
-        assert!(super::unpack_into(&pack, into, 2 << 20).is_ok());
+        assert!(super::unpack_into(&pack, tempfile::tempdir, 2 << 20).is_ok());
     }
 }

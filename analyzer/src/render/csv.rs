@@ -63,7 +63,7 @@ impl<W: Write> EventCsv<W> {
             e.dev,
             e.api.name(),
             e.api.op().name(),
-            e.api.kind().name(),
+            e.kind().name(),
             e.res,
             e.addr,
             e.size,

@@ -54,15 +54,32 @@ pub fn folded(s: &str) -> Cow<'_, str> {
     escaped(s, |c| (c == ';').then_some(":"))
 }
 
-/// For HTML and SVG (XML) text and attribute values.
-pub fn markup(s: &str) -> Cow<'_, str> {
-    escaped(s, |c| match c {
+/// The entity of a character that HTML and XML give a meaning to.
+fn entity(c: char) -> Option<&'static str> {
+    match c {
         '&' => Some("&amp;"),
         '<' => Some("&lt;"),
         '>' => Some("&gt;"),
         '"' => Some("&quot;"),
         '\'' => Some("&#39;"),
         _ => None,
+    }
+}
+
+/// For HTML and SVG (XML) text and attribute values.
+pub fn markup(s: &str) -> Cow<'_, str> {
+    escaped(s, entity)
+}
+
+/// A whole document as an attribute value (an `<iframe srcdoc>`): [`markup`], but line
+/// breaks and tabs stay what they are, as character references (`&#10;`), for a script
+/// in the document needs its line breaks; every other control is a visible escape.
+pub fn document_attribute(s: &str) -> Cow<'_, str> {
+    escaped(s, |c| match c {
+        '\n' => Some("&#10;"),
+        '\r' => Some("&#13;"),
+        '\t' => Some("&#9;"),
+        c => entity(c),
     })
 }
 
@@ -133,6 +150,14 @@ mod tests {
         assert_eq!(
             markup("<!--<script>\"'&\x1b"),
             "&lt;!--&lt;script&gt;&quot;&#39;&amp;\\x1b"
+        );
+    }
+
+    #[test]
+    fn a_document_attribute_keeps_line_breaks_as_references() {
+        assert_eq!(
+            document_attribute("<script>\nvar a = '&';\t\x1b\"</script>"),
+            "&lt;script&gt;&#10;var a = &#39;&amp;&#39;;&#9;\\x1b&quot;&lt;/script&gt;"
         );
     }
 

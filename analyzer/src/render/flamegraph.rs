@@ -6,6 +6,7 @@ use crate::views::groups::Group;
 use crate::views::leaks::LeakGroup;
 use crate::views::peak::PeakView;
 use crate::views::stacks;
+use vramtrace_schema::Kind;
 
 /// One folded line per group: `GPU;pid N;outermost;...;innermost;API bytes`.
 pub fn folded_peak(view: &PeakView) -> Vec<String> {
@@ -46,7 +47,9 @@ pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
 pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
     groups
         .iter()
-        .filter(|g| g.kind != "host" && g.bytes > 0)
+        // Tensors (the allocated layer) are inside device memory; pinned host memory and
+        // managed pools are not on the card.
+        .filter(|g| (g.device_memory() || g.kind == Kind::Allocated.name()) && g.bytes > 0)
         .map(|g| {
             let mut parts = vec![format!("pid {}", g.pid)];
             let frames = stacks::folded(&g.frames);
@@ -62,7 +65,19 @@ pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
 /// An SVG flamegraph of folded lines (bytes as the width), titled `title`; without lines,
 /// one bar saying `nothing` (`nothing live`, `nothing leaked`).
 pub fn svg(lines: &[String], title: &str, nothing: &str) -> Result<String, String> {
+    svg_of_width(lines, title, nothing, None)
+}
+
+/// [`svg`] `width` pixels wide; `None`: as wide as where it is shown (inferno's script
+/// sizes it when the SVG is opened as a file).
+pub fn svg_of_width(
+    lines: &[String],
+    title: &str,
+    nothing: &str,
+    width: Option<usize>,
+) -> Result<String, String> {
     let mut options = inferno::flamegraph::Options::default();
+    options.image_width = width;
     options.title = title.to_string();
     options.count_name = "bytes".into();
     options.name_type = "Allocated by:".into();

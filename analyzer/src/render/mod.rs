@@ -4,11 +4,12 @@
 pub mod csv;
 pub mod escape;
 pub mod flamegraph;
-pub mod html;
 pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod perfetto;
+pub mod plot;
+pub mod report;
 pub mod summary;
 pub mod svg;
 

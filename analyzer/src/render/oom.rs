@@ -142,9 +142,9 @@ fn reserved(o: &mut String, f: &Postmortem) {
     for g in f.live_groups.iter().take(TOP_GROUPS) {
         let _ = writeln!(
             o,
-            "    {:>12}  {:>6} blocks  {}",
+            "    {:>12}  {:>13}  {}",
             bytes(g.bytes),
-            g.blocks,
+            units::count(g.blocks, "block"),
             t(&g.who())
         );
     }
@@ -170,9 +170,9 @@ fn tensors(o: &mut String, f: &Postmortem) {
         for g in f.tensor_groups.iter().take(TOP_GROUPS) {
             let _ = writeln!(
                 o,
-                "    {:>12}  {:>6} tensors  {}",
+                "    {:>12}  {:>14}  {}",
                 bytes(g.bytes),
-                g.blocks,
+                units::count(g.blocks, "tensor"),
                 if g.frames.is_empty() {
                     "(no stack: allocated before the history began, or not recorded)".into()
                 } else {

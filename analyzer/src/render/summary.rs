@@ -4,7 +4,7 @@ use super::escape::terminal as t;
 use crate::model::DriverSource;
 use crate::units;
 use crate::views::preallocation;
-use crate::views::summary::Summary;
+use crate::views::summary::{ProcessSummary, Summary};
 use std::fmt::Write;
 
 /// Groups shown per device.
@@ -44,9 +44,9 @@ pub fn text(s: &Summary) -> String {
                 "  tensors (allocated layer): peak {} requested; at it:",
                 units::bytes(d.peak_requested_bytes.unwrap_or(0))
             );
-            (&d.tensors_at_peak, "tensors")
+            (&d.tensors_at_peak, "tensor")
         } else {
-            (&d.at_peak, "blocks")
+            (&d.at_peak, "block")
         };
         for g in groups.iter().take(TOP_GROUPS) {
             let who = if d.pids.len() > 1 {
@@ -56,9 +56,9 @@ pub fn text(s: &Summary) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:>12}  {:>6} {unit}  {}{who}",
+                "  {:>12}  {:>14}  {}{who}",
                 units::bytes(g.bytes),
-                g.blocks,
+                units::count(g.blocks, unit),
                 t(&g.who())
             );
         }
@@ -127,9 +127,9 @@ pub fn text(s: &Summary) -> String {
             for g in d.at_peak.iter().take(TOP_GROUPS) {
                 let _ = writeln!(
                     o,
-                    "    {:>12}  {:>6} blocks  {}",
+                    "    {:>12}  {:>13}  {}",
                     units::bytes(g.bytes),
-                    g.blocks,
+                    units::count(g.blocks, "block"),
                     t(&g.who())
                 );
             }
@@ -144,6 +144,7 @@ pub fn text(s: &Summary) -> String {
                 units::bytes(p.peak_pinned_host_bytes)
             );
         }
+        locations(o, p);
         for f in &p.failures {
             // Who said so, as `oom` says it: the figure is the same by one rule.
             let said = match f.driver_figure {
@@ -229,6 +230,29 @@ fn ranks_table(o: &mut String, s: &Summary) {
             r.peak_requested_bytes.map_or("-".into(), units::bytes),
             r.failed_allocations,
             if r.highest { "  <- highest peak" } else { "" }
+        );
+    }
+}
+
+/// Memory that is not device memory, a line per location, where the trace says more than
+/// plain pinned host memory (the line above): host NUMA nodes, managed pools.
+fn locations(o: &mut String, p: &ProcessSummary) {
+    if p.memory_by_location.iter().all(|l| l.location == "host") {
+        return;
+    }
+    for l in &p.memory_by_location {
+        let label = match l.location {
+            "host" => "  pinned host memory on the host",
+            "host_numa" => "  pinned host memory on a host NUMA node",
+            "host_numa_current" => "  pinned host memory on the caller's NUMA node",
+            "managed" => "  managed pool memory (unified memory, not device memory)",
+            other => other,
+        };
+        let _ = writeln!(
+            o,
+            "{label}: peak {}, {} at the end",
+            units::bytes(l.peak_bytes),
+            units::bytes(l.bytes_at_end)
         );
     }
 }

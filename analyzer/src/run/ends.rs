@@ -84,6 +84,7 @@ impl Ends {
             model: &run.processes[i],
             changes: &changes,
             devices: &run.devices,
+            tensors: &run.tensors,
             ended: true,
         });
     }

@@ -58,6 +58,8 @@ pub struct Step<'a> {
     pub changes: &'a [Change],
     /// The run's per-device totals after the event.
     pub devices: &'a RunDevices,
+    /// The same for the allocated layer (live tensors, requested bytes).
+    pub tensors: &'a RunDevices,
     /// The process had ended: `changes` is the memory it still held, given back from the
     /// run's totals (not from its own model, which keeps it as never freed), and `event`
     /// is its last event again, not a new one.
@@ -325,6 +327,7 @@ impl Run {
             model,
             changes: model.changes(),
             devices: &self.devices,
+            tensors: &self.tensors,
             ended: false,
         });
     }

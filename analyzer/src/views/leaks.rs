@@ -7,6 +7,7 @@ use crate::model::Block;
 use crate::model::Map;
 use crate::run::Run;
 use serde::Serialize;
+use vramtrace_schema::Kind;
 
 #[derive(Serialize)]
 pub struct Leaks {
@@ -20,7 +21,8 @@ pub struct Leaks {
     /// Whether the text lists the other layer after it (no `--layer` given).
     #[serde(skip)]
     pub both_layers: bool,
-    /// The reserved layer: device memory never freed (pinned host memory apart).
+    /// The reserved layer: device memory never freed (pinned host memory and managed pools
+    /// apart).
     pub leaked_bytes: u64,
     pub leaked_blocks: u64,
     pub leaked_pinned_host_bytes: u64,
@@ -65,10 +67,21 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+impl LeakGroup {
+    /// Whether its bytes are device memory (not pinned host memory, not a managed pool's).
+    pub fn device_memory(&self) -> bool {
+        Kind::ALL
+            .iter()
+            .any(|k| k.name() == self.kind && k.is_device_memory())
+    }
+}
+
 /// One live allocation, as leaks groups it.
 struct Held {
     dev: i32,
     api: vramtrace_schema::Api,
+    /// The API's kind, or host / managed pool where the event's location said so.
+    kind: Kind,
     stack: u64,
     bytes: u64,
     t: u64,
@@ -78,16 +91,18 @@ struct Held {
 fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -> Vec<LeakGroup> {
     let mut groups = Vec::new();
     for (i, p) in run.processes.iter().enumerate() {
-        let mut by: Map<(i32, vramtrace_schema::Api, u64), Vec<Held>> = Map::default();
+        let mut by: Map<(i32, vramtrace_schema::Api, Kind, u64), Vec<Held>> = Map::default();
         for h in live(p) {
-            by.entry((h.dev, h.api, h.stack)).or_default().push(h);
+            by.entry((h.dev, h.api, h.kind, h.stack))
+                .or_default()
+                .push(h);
         }
-        for ((dev, api, stack), held) in by {
+        for ((dev, api, kind, stack), held) in by {
             groups.push(LeakGroup {
                 pid: p.header.pid,
                 complete: p.ended(),
                 device: dev,
-                kind: api.kind().name(),
+                kind: kind.name(),
                 api: api.name(),
                 stack,
                 bytes: held.iter().map(|h| h.bytes).sum(),
@@ -104,6 +119,7 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
             .then(a.pid.cmp(&b.pid))
             .then(a.device.cmp(&b.device))
             .then(a.api.cmp(b.api))
+            .then(a.kind.cmp(b.kind))
             .then(a.stack.cmp(&b.stack))
     });
     groups
@@ -121,6 +137,7 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Leaks {
             .map(|b: &Block| Held {
                 dev: b.dev,
                 api: b.api,
+                kind: b.kind(),
                 stack: b.stack,
                 bytes: b.size,
                 t: b.t,
@@ -133,13 +150,14 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Leaks {
             .map(|(dev, requested, key, t)| Held {
                 dev,
                 api: key.api,
+                kind: key.api.kind(),
                 stack: key.stack,
                 bytes: requested,
                 t,
             })
             .collect()
     });
-    let device: Vec<&LeakGroup> = groups.iter().filter(|g| g.kind != "host").collect();
+    let device: Vec<&LeakGroup> = groups.iter().filter(|g| g.device_memory()).collect();
     Leaks {
         format: "vramtrace-leaks",
         version: super::JSON_VERSION,

@@ -112,7 +112,7 @@ impl MemoryVizBuilder {
             device_free: None,
             frames: Vec::new(),
         };
-        let device_memory = e.api.kind().is_device_memory();
+        let device_memory = e.kind().is_device_memory();
         match e.api.op() {
             Op::Alloc if device_memory && !e.ok() => {
                 self.push(e.dev, p, e.stack, entry(Action::Oom, 0, e.size));

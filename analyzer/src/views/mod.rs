@@ -4,11 +4,15 @@
 pub mod groups;
 pub mod layer;
 pub mod leaks;
+pub mod marks;
+pub mod moments;
 pub mod oom;
 mod oom_words;
 pub mod peak;
+pub mod plot;
 pub mod preallocation;
 pub mod ranks;
+pub mod report;
 pub mod snapshots_beside;
 pub mod summary;
 pub mod timeline;

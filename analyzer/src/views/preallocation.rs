@@ -64,7 +64,7 @@ impl PreallocationWatch {
         let e = step.event;
         match e.api.op() {
             Op::Meminfo | Op::DeviceSample if e.ok() => p.total = e.total.or(p.total),
-            Op::Alloc | Op::Create if e.ok() && e.api.kind().is_device_memory() => {
+            Op::Alloc | Op::Create if e.ok() && e.kind().is_device_memory() => {
                 let n = p.allocations.entry(e.dev).or_default();
                 *n += 1;
                 if p.stacks.len() < STACKS_KEPT {

@@ -59,8 +59,20 @@ pub struct ProcessSummary {
     pub leaked_blocks: u64,
     pub leaked_bytes: u64,
     pub peak_pinned_host_bytes: u64,
+    /// Memory that is not device memory, each location apart (in no device figure):
+    /// pinned host memory by where it lives, and managed pools' memory.
+    pub memory_by_location: Vec<LocationSummary>,
     pub devices: Vec<DeviceSummary>,
     pub failures: Vec<FailureSummary>,
+}
+
+#[derive(Serialize)]
+pub struct LocationSummary {
+    /// `host` (page-locked host memory: `cuMemHostAlloc`, host pools, `cuMemCreate` on
+    /// the host), `host_numa`, `host_numa_current`, or `managed` (managed pools).
+    pub location: &'static str,
+    pub peak_bytes: u64,
+    pub bytes_at_end: u64,
 }
 
 #[derive(Serialize)]
@@ -211,7 +223,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         env: p.header.env.clone(),
         settings: p.header.settings.clone(),
         interposer: p.header.interposer.clone(),
-        path: p.path.clone(),
+        path: crate::pack::shown(&p.path),
         start_unix_ns: p.header.start_unix_ns,
         complete: p.ended() && cut_by(p).is_none(),
         cut_by: cut_by(p),
@@ -226,6 +238,15 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         leaked_blocks,
         leaked_bytes,
         peak_pinned_host_bytes: p.peak_pinned_host,
+        memory_by_location: p
+            .off_device
+            .locations()
+            .map(|l| LocationSummary {
+                location: l.location.name(),
+                peak_bytes: l.peak,
+                bytes_at_end: l.now,
+            })
+            .collect(),
         devices: p
             .devices
             .values()

@@ -9,6 +9,9 @@ use super::sizes::{pool_of_segment, Pool};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
+/// The card assumed for the address space of expandable segments when none is given: 80 GiB.
+pub const DEFAULT_CARD: u64 = 80 << 30;
+
 #[derive(Debug, Clone)]
 pub struct SegmentInfo {
     pub size: u64,
@@ -16,6 +19,19 @@ pub struct SegmentInfo {
     pub pool: Pool,
     /// The block at the segment's start.
     pub first: u32,
+    /// An expandable segment: `size` is the address space reserved, mapped in pages.
+    pub expandable: bool,
+}
+
+/// A segment as a snapshot shows it: for an expandable segment, a run of mapped pages.
+#[derive(Debug)]
+pub struct SegmentView<'a> {
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
+    pub pool: Pool,
+    pub expandable: bool,
+    pub blocks: Vec<&'a Block>,
 }
 
 /// What the allocator did besides serving a request, in the order it did it.
@@ -23,6 +39,9 @@ pub struct SegmentInfo {
 pub enum Change {
     SegmentAlloc(Span),
     SegmentFree(Span),
+    /// Pages mapped into, or unmapped from, an expandable segment.
+    SegmentMap(Span),
+    SegmentUnmap(Span),
     /// A pending free completed early: the allocator waited for the block's streams before
     /// releasing cached memory.
     FreeCompleted(Span),
@@ -44,6 +63,8 @@ pub struct StartSegment {
     pub size: u64,
     pub stream: u64,
     pub blocks: Vec<StartBlock>,
+    /// A run of mapped pages of an expandable segment (only ever in a recorded end state).
+    pub expandable: bool,
 }
 
 #[derive(Debug)]
@@ -52,6 +73,10 @@ pub struct Allocator {
     pub(super) blocks: Vec<Block>,
     pub(super) spare: Vec<u32>,
     pub(super) free: [BTreeMap<FreeKey, u32>; 2],
+    /// Unmapped blocks of expandable segments, by (stream, address).
+    pub(super) unmapped: [BTreeMap<(u64, u64), u32>; 2],
+    /// The card's memory, which sizes the address space an expandable segment reserves.
+    pub(super) card_total: u64,
     pub(super) segments: BTreeMap<u64, SegmentInfo>,
     /// Allocated (and pending-free) blocks by address.
     pub(super) live: FxHashMap<u64, u32>,
@@ -78,6 +103,8 @@ impl Allocator {
             blocks: Vec::new(),
             spare: Vec::new(),
             free: [BTreeMap::new(), BTreeMap::new()],
+            unmapped: [BTreeMap::new(), BTreeMap::new()],
+            card_total: card_capacity.unwrap_or(DEFAULT_CARD),
             segments: BTreeMap::new(),
             live: FxHashMap::default(),
             reserved: 0,
@@ -94,8 +121,16 @@ impl Allocator {
         self.allowed_maximum.is_some() && self.settings.garbage_collection_threshold > 0.0
     }
 
-    /// Adds a segment with one free block covering it; returns that block.
-    pub(super) fn add_segment(&mut self, addr: u64, size: u64, stream: u64, pool: Pool) -> u32 {
+    /// Adds a segment with one free block covering it (for an expandable segment, one
+    /// unmapped block: address space only); returns that block, not yet in its pool.
+    pub(super) fn add_segment(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stream: u64,
+        pool: Pool,
+        expandable: bool,
+    ) -> u32 {
         let gc_base = self.gc_now(pool);
         let id = self.new_block(Block {
             addr,
@@ -108,6 +143,8 @@ impl Allocator {
             prev: NONE,
             next: NONE,
             gc_base,
+            mapped: !expandable,
+            expandable,
         });
         self.segments.insert(
             addr,
@@ -116,18 +153,27 @@ impl Allocator {
                 stream,
                 pool,
                 first: id,
+                expandable,
             },
         );
-        self.reserved += size;
+        if !expandable {
+            self.reserved += size;
+        }
         id
     }
 
     /// Lays out a segment of the starting state: its allocated blocks where they were, the
     /// gaps between them free. Blocks must lie inside the segment, in address order.
     pub fn load_segment(&mut self, seg: &StartSegment) -> Result<(), String> {
+        if seg.expandable {
+            return Err(format!(
+                "segment {:#x}: an expandable segment at the start of a replay",
+                seg.addr
+            ));
+        }
         let pool = pool_of_segment(seg.size);
         // The free block covering the rest of the segment, not yet in the pool.
-        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, pool));
+        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, pool, false));
         for b in &seg.blocks {
             let c = rest
                 .map(|id| self.block(id).clone())
@@ -159,8 +205,23 @@ impl Allocator {
         Ok(())
     }
 
+    /// Takes the free blocks of the segment at `addr` out of the pools: they are served to
+    /// no request (a private pool's, which the model does not replay).
+    pub fn withhold_free_blocks(&mut self, addr: u64) {
+        let Some(seg) = self.segments.get(&addr) else {
+            return;
+        };
+        let mut id = seg.first;
+        while id != NONE {
+            if !self.block(id).busy() {
+                self.remove_free(id);
+            }
+            id = self.block(id).next;
+        }
+    }
+
     /// Cuts block `id` (not in a pool) after `size` bytes; returns the new block after it.
-    fn split_off(&mut self, id: u32, size: u64) -> u32 {
+    pub(super) fn split_off(&mut self, id: u32, size: u64) -> u32 {
         let b = self.block(id).clone();
         let tail = self.new_block(Block {
             addr: b.addr + size,
@@ -182,18 +243,35 @@ impl Allocator {
         self.live.get(&addr).copied()
     }
 
-    /// Segments in address order, each with its blocks in address order.
-    pub fn segments(&self) -> impl Iterator<Item = (u64, &SegmentInfo, Vec<&Block>)> + '_ {
-        self.segments.iter().map(move |(&addr, seg)| {
-            let mut blocks = Vec::new();
+    /// Segments in address order, each with its blocks in address order, as a snapshot
+    /// shows them: an expandable segment as one segment per run of mapped pages.
+    pub fn segments(&self) -> Vec<SegmentView<'_>> {
+        let mut out = Vec::new();
+        for (&addr, seg) in &self.segments {
+            let mut view: Option<SegmentView> = None;
             let mut id = seg.first;
             while id != NONE {
                 let b = self.block(id);
-                blocks.push(b);
+                if b.mapped {
+                    let v = view.get_or_insert_with(|| SegmentView {
+                        addr: b.addr,
+                        size: 0,
+                        stream: seg.stream,
+                        pool: seg.pool,
+                        expandable: seg.expandable,
+                        blocks: Vec::new(),
+                    });
+                    v.size += b.size;
+                    v.blocks.push(b);
+                } else if let Some(v) = view.take() {
+                    out.push(v);
+                }
                 id = b.next;
             }
-            (addr, seg, blocks)
-        })
+            out.extend(view);
+            debug_assert!(seg.expandable || out.last().is_some_and(|v| v.addr == addr));
+        }
+        out
     }
 
     /// The segment holding `addr`, if any.

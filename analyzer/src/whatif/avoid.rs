@@ -7,7 +7,8 @@ use super::input::{Event, History};
 use super::replay::{replay, Driver};
 
 /// Settings tried, in `PYTORCH_CUDA_ALLOC_CONF`'s words.
-pub const COMMON: [&str; 3] = [
+pub const COMMON: [&str; 4] = [
+    "expandable_segments:True",
     "max_split_size_mb:128",
     "max_split_size_mb:512",
     "roundup_power2_divisions:4",
@@ -21,8 +22,8 @@ pub struct Avoidance {
     /// Whether the recorded settings fail there too on that card; if not, no verdict.
     pub reproduced: bool,
     /// Each setting of [`COMMON`], and whether the request got memory under it with no
-    /// failure before it.
-    pub settings: Vec<(&'static str, bool)>,
+    /// failure before it; or why it could not be replayed (a combination not modelled).
+    pub settings: Vec<(&'static str, Result<bool, String>)>,
 }
 
 /// The card the recorded run had, as the first recorded failure shows it: the bytes the
@@ -54,6 +55,9 @@ fn card_at(h: &History, i: usize) -> Result<Option<(u64, usize)>, String> {
     };
     let entry = h.source_index[i];
     let recorded = replay(h, &h.settings, Driver::Recorded, false)?;
+    if let Some(stop) = recorded.not_modelled.filter(|d| d.entry <= entry) {
+        return Err(stop.message);
+    }
     Ok(recorded
         .failures
         .iter()
@@ -70,15 +74,21 @@ pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String
         return Ok(None);
     };
     let card = Driver::Card(Some(capacity));
-    // Served: the replay got past the entry, and nothing failed up to it.
-    let served = |o: &super::Outcome| o.failures.iter().all(|f| f.entry > entry) && o.replayed > i;
-    let reproduced = !served(&replay(h, &h.settings, card, false)?);
+    // Served: the replay got past the entry with nothing failed up to it; no verdict where
+    // it stopped before, at a request it does not model.
+    let served = |o: super::Outcome| -> Result<bool, String> {
+        if let Some(stop) = o.not_modelled.filter(|d| d.entry <= entry) {
+            return Err(stop.message);
+        }
+        Ok(o.failures.iter().all(|f| f.entry > entry) && o.replayed > i)
+    };
+    let reproduced = !served(replay(h, &h.settings, card, false)?)?;
     let mut settings = Vec::new();
     if reproduced {
         for conf in COMMON {
             let mut s = h.settings.clone();
             s.set(conf)?;
-            settings.push((conf, served(&replay(h, &s, card, false)?)));
+            settings.push((conf, replay(h, &s, card, false).and_then(served)));
         }
     }
     Ok(Some(Avoidance {

@@ -24,6 +24,11 @@ pub struct Block {
     /// The pool's count of best-fit searches when the block was last used: its age for
     /// `garbage_collection_threshold`.
     pub gc_base: u64,
+    /// Backed by memory. Only blocks of an expandable segment can be unmapped: address
+    /// space reserved but not mapped, in whole pages.
+    pub mapped: bool,
+    /// Part of an expandable segment.
+    pub expandable: bool,
 }
 
 impl Block {
@@ -103,9 +108,13 @@ impl Allocator {
         self.insert_free(id);
     }
 
-    /// Absorbs neighbour `src` into `dst` if it is free.
-    fn merge(&mut self, dst: u32, src: u32) {
-        if src == NONE || self.blocks[src as usize].busy() {
+    /// Absorbs neighbour `src` into `dst` if it is free and mapped alike (PyTorch's
+    /// `try_merge_blocks`: mapped and unmapped address space never merge).
+    pub(super) fn merge(&mut self, dst: u32, src: u32) {
+        if src == NONE
+            || self.blocks[src as usize].busy()
+            || self.blocks[src as usize].mapped != self.blocks[dst as usize].mapped
+        {
             return;
         }
         self.remove_free(src);
@@ -129,7 +138,7 @@ impl Allocator {
     }
 
     /// If `addr` starts a segment, its first block is now `id`.
-    fn retarget_segment(&mut self, addr: u64, id: u32) {
+    pub(super) fn retarget_segment(&mut self, addr: u64, id: u32) {
         if let Some(seg) = self.segments.get_mut(&addr) {
             seg.first = id;
         }

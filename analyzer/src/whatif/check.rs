@@ -5,23 +5,24 @@ use super::allocator::{Allocator, StartSegment};
 
 /// The first difference between the replay's segments and the recorded final ones.
 pub fn end_state(a: &Allocator, recorded: &[StartSegment]) -> Option<String> {
-    let replayed: Vec<_> = a.segments().collect();
+    let replayed = a.segments();
     let mut rec: Vec<&StartSegment> = recorded.iter().collect();
     rec.sort_by_key(|s| s.addr);
     for (i, r) in rec.iter().enumerate() {
-        let Some((addr, seg, blocks)) = replayed.get(i) else {
+        let Some(seg) = replayed.get(i) else {
             return Some(format!(
                 "at the end the recording has segment {:#x} ({} bytes), which the replay does not",
                 r.addr, r.size
             ));
         };
-        if *addr != r.addr || seg.size != r.size {
+        let addr = seg.addr;
+        if addr != r.addr || seg.size != r.size {
             return Some(format!(
                 "at the end the recording has segment {:#x} ({} bytes) where the replay has {addr:#x} ({} bytes)",
                 r.addr, r.size, seg.size
             ));
         }
-        let live: Vec<_> = blocks.iter().filter(|b| b.busy()).collect();
+        let live: Vec<_> = seg.blocks.iter().filter(|b| b.busy()).collect();
         for (j, rb) in r.blocks.iter().enumerate() {
             match live.get(j) {
                 Some(b) if b.addr == rb.addr && b.size == rb.size && b.pending_free == rb.pending_free => {}
@@ -51,10 +52,10 @@ pub fn end_state(a: &Allocator, recorded: &[StartSegment]) -> Option<String> {
             ));
         }
     }
-    replayed.get(rec.len()).map(|(addr, seg, _)| {
+    replayed.get(rec.len()).map(|seg| {
         format!(
-            "at the end the replay has segment {addr:#x} ({} bytes), which the recording does not",
-            seg.size
+            "at the end the replay has segment {:#x} ({} bytes), which the recording does not",
+            seg.addr, seg.size
         )
     })
 }

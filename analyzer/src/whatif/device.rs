@@ -1,6 +1,7 @@
 //! What stands for the driver under the allocator: `cudaMalloc` and `cudaFree` of whole
-//! segments. A recording answers as the recorded run's driver did; a card of a given
-//! capacity answers by its free memory and picks addresses of its own.
+//! segments, and for expandable segments the reservation of address space and the mapping
+//! of pages into it. A recording answers as the recorded run's driver did; a card of a
+//! given capacity answers by its free memory and picks addresses of its own.
 
 use super::input::{Event, Span};
 use super::replay::{describe, Drift};
@@ -12,7 +13,18 @@ pub trait Device {
     /// `None` for out of memory.
     fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64>;
     fn free(&mut self, addr: u64, size: u64);
+    /// `cuMemAddressReserve` of `size` bytes of address space: its address.
+    fn reserve(&mut self, size: u64) -> u64;
+    /// `cuMemCreate` + `cuMemMap` of `size` bytes at `addr`; false for out of memory.
+    fn map(&mut self, addr: u64, size: u64, reserved: u64) -> bool;
+    fn unmap(&mut self, addr: u64, size: u64);
+    /// `cuMemAddressFree` of a reservation.
+    fn release(&mut self, addr: u64);
 }
+
+/// Addresses for reservations the recording does not show (the replay then drifts): far
+/// above any a driver hands out.
+const UNRECORDED: u64 = 0xf000_0000_0000_0000;
 
 /// The recorded run's driver: `cudaMalloc` succeeds where the recording shows the next
 /// segment event of this request to be a `segment_alloc`, at the recorded address, and
@@ -26,6 +38,7 @@ pub struct Recorded {
     pub drift: Option<Drift>,
     /// The source entry of the request being replayed.
     pub current: usize,
+    unrecorded: u64,
 }
 
 impl Recorded {
@@ -72,6 +85,50 @@ impl Device for Recorded {
             _ => self.differs(format!("segment_free {addr:#x} of {size} bytes")),
         }
     }
+
+    /// The address of the request's first recorded `segment_map`: a new expandable
+    /// segment's first pages are mapped at its start. A reservation made on the way to an
+    /// out-of-memory path (its mapping failed; cached pages are unmapped first) is mapped
+    /// after the `segment_unmap`s.
+    fn reserve(&mut self, size: u64) -> u64 {
+        let map = self.expected.iter().find_map(|(_, e)| match e {
+            Event::SegmentMap(s) => Some(s.addr),
+            _ => None,
+        });
+        match map {
+            Some(addr) => addr,
+            None => {
+                self.unrecorded = self.unrecorded.max(UNRECORDED);
+                let at = self.unrecorded;
+                self.unrecorded = self.unrecorded.saturating_add(size);
+                at
+            }
+        }
+    }
+
+    fn map(&mut self, addr: u64, size: u64, _reserved: u64) -> bool {
+        match self.expected.front() {
+            Some(&(_, Event::SegmentMap(s))) => {
+                if s.addr != addr || s.size != size {
+                    self.differs(format!("segment_map {addr:#x} of {size} bytes"));
+                }
+                self.expected.pop_front();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn unmap(&mut self, addr: u64, size: u64) {
+        match self.expected.front() {
+            Some(&(_, Event::SegmentUnmap(s))) if s.addr == addr && s.size == size => {
+                self.expected.pop_front();
+            }
+            _ => self.differs(format!("segment_unmap {addr:#x} of {size} bytes")),
+        }
+    }
+
+    fn release(&mut self, _addr: u64) {}
 }
 
 /// A card on which the allocator may reserve `capacity` bytes (`None`: without limit).
@@ -99,13 +156,14 @@ impl Card {
     }
 }
 
-impl Device for Card {
-    fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64> {
-        if let Some(cap) = self.capacity {
-            if reserved.saturating_add(size) > cap {
-                return None;
-            }
-        }
+impl Card {
+    fn fits(&self, size: u64, reserved: u64) -> bool {
+        self.capacity
+            .is_none_or(|cap| reserved.saturating_add(size) <= cap)
+    }
+
+    /// The lowest free address range of `size` bytes above the base, 2 MiB aligned.
+    fn place(&mut self, size: u64) -> u64 {
         let mut at = self.base;
         for (&start, &len) in self.used.range(self.base..) {
             if start >= at.saturating_add(size) {
@@ -114,10 +172,30 @@ impl Device for Card {
             at = at.max((start + len).div_ceil(ROUND_LARGE) * ROUND_LARGE);
         }
         self.used.insert(at, size);
-        Some(at)
+        at
+    }
+}
+
+impl Device for Card {
+    fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64> {
+        self.fits(size, reserved).then(|| self.place(size))
     }
 
     fn free(&mut self, addr: u64, _size: u64) {
+        self.used.remove(&addr);
+    }
+
+    fn reserve(&mut self, size: u64) -> u64 {
+        self.place(size)
+    }
+
+    fn map(&mut self, _addr: u64, size: u64, reserved: u64) -> bool {
+        self.fits(size, reserved)
+    }
+
+    fn unmap(&mut self, _addr: u64, _size: u64) {}
+
+    fn release(&mut self, addr: u64) {
         self.used.remove(&addr);
     }
 }

@@ -36,13 +36,8 @@ fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
                     s.address
                 ));
             }
-            if s.is_expandable {
-                return Err(format!(
-                    "segment {:#x} is an expandable segment, which this model does not replay",
-                    s.address
-                ));
-            }
             Ok(StartSegment {
+                expandable: s.is_expandable,
                 addr: s.address,
                 size: s.total_size,
                 stream: s.stream,
@@ -100,12 +95,8 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
             },
             // A memory_snapshot() call: no change to the allocator.
             Action::Snapshot => continue,
-            Action::SegmentMap | Action::SegmentUnmap => {
-                return Err(format!(
-                    "trace entry {i}: {}: expandable segments are not modelled",
-                    e.action.name()
-                ))
-            }
+            Action::SegmentMap => Event::SegmentMap(span(e)),
+            Action::SegmentUnmap => Event::SegmentUnmap(span(e)),
             Action::Other(name) => {
                 return Err(format!("trace entry {i}: unknown action {name:?}"));
             }
@@ -128,8 +119,17 @@ struct Live {
 
 /// The segments and live blocks when the trace starts.
 fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>, String> {
-    let mut segs: BTreeMap<u64, (u64, u64)> =
-        end.iter().map(|s| (s.addr, (s.size, s.stream))).collect();
+    let mut segs: BTreeMap<u64, (u64, u64)> = end
+        .iter()
+        .filter(|s| !s.expandable)
+        .map(|s| (s.addr, (s.size, s.stream)))
+        .collect();
+    // Bytes mapped into expandable segments, walking back.
+    let mut mapped: i128 = end
+        .iter()
+        .filter(|s| s.expandable)
+        .map(|s| i128::from(s.size))
+        .sum();
     let mut live: BTreeMap<u64, Live> = end
         .iter()
         .flat_map(|s| s.blocks.iter())
@@ -161,6 +161,8 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
             Event::SegmentFree(Span { addr, size, stream }) => {
                 segs.insert(addr, (size, stream));
             }
+            Event::SegmentMap(s) => mapped -= i128::from(s.size),
+            Event::SegmentUnmap(s) => mapped += i128::from(s.size),
             Event::Alloc { addr, .. } => {
                 if live.remove(&addr).is_none() {
                     return bad(
@@ -194,6 +196,12 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
             Event::Oom { .. } => {}
         }
     }
+    if mapped != 0 {
+        // A reservation's start and extent are in no snapshot: only the pages mapped in it.
+        return Err(format!(
+            "the trace starts with {mapped} bytes mapped in expandable segments, whose reserved address space the snapshot does not show: record the history from before the first segment_map to replay it"
+        ));
+    }
     let mut start: Vec<StartSegment> = segs
         .iter()
         .map(|(&addr, &(size, stream))| StartSegment {
@@ -201,6 +209,7 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
             size,
             stream,
             blocks: Vec::new(),
+            expandable: false,
         })
         .collect();
     let settings = &h.settings;
@@ -248,6 +257,16 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
         });
     }
     Ok(start)
+}
+
+/// Expandable segments in use where the settings do not say so (snapshots before 2.4
+/// record none): a `segment_map` or an expandable segment shows it.
+pub fn infer_expandable(snap: &Snapshot, settings: &mut Settings) {
+    let shown = snap.devices.iter().any(|d| {
+        d.segments.iter().any(|s| s.is_expandable)
+            || d.trace.iter().any(|e| e.action == Action::SegmentMap)
+    });
+    settings.expandable_segments |= shown;
 }
 
 fn span(e: &TraceEntry) -> Span {

@@ -27,6 +27,9 @@ pub enum Event {
     /// Recorded driver calls: checked against the replay under the recorded settings.
     SegmentAlloc(Span),
     SegmentFree(Span),
+    /// Pages mapped into, or unmapped from, an expandable segment.
+    SegmentMap(Span),
+    SegmentUnmap(Span),
     /// A request for `size` bytes that failed in the recorded run; `device_free`: what
     /// the driver then reported free.
     Oom {
@@ -44,6 +47,15 @@ pub struct Span {
     pub stream: u64,
 }
 
+/// A segment of a private pool (CUDA graphs, `torch.cuda.MemPool`): the snapshot's
+/// `segment_pool_id` other than `(0, 0)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrivateSegment {
+    pub addr: u64,
+    pub size: u64,
+    pub pool: (i64, i64),
+}
+
 /// One device's history.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -57,9 +69,32 @@ pub struct History {
     pub end: Option<Vec<StartSegment>>,
     /// The settings of the recorded run.
     pub settings: Settings,
+    /// Segments the snapshot shows in private pools, by address.
+    pub private: Vec<PrivateSegment>,
+}
+
+impl Event {
+    /// A driver call the recording shows, not a request.
+    pub fn is_segment_event(&self) -> bool {
+        matches!(
+            self,
+            Event::SegmentAlloc(_)
+                | Event::SegmentFree(_)
+                | Event::SegmentMap(_)
+                | Event::SegmentUnmap(_)
+        )
+    }
 }
 
 impl History {
+    /// The private-pool segment holding `addr`, if the snapshot shows one.
+    pub fn private_at(&self, addr: u64) -> Option<&PrivateSegment> {
+        let i = self.private.partition_point(|s| s.addr <= addr);
+        i.checked_sub(1)
+            .map(|i| &self.private[i])
+            .filter(|s| addr < s.addr + s.size)
+    }
+
     pub fn push(&mut self, event: Event, source: usize) {
         self.events.push(event);
         self.source_index.push(source);

@@ -32,13 +32,13 @@ impl Allocator {
             if self.gc_enabled() {
                 self.garbage_collect(dev);
             }
-            found = self.alloc_segment(dev, pool, stream, segment);
+            found = self.alloc_segment(dev, pool, stream, segment, size);
             if found.is_none() && self.release_available(dev, pool, stream, size) {
-                found = self.alloc_segment(dev, pool, stream, segment);
+                found = self.alloc_segment(dev, pool, stream, segment, size);
             }
             if found.is_none() {
                 self.release_cached(dev);
-                found = self.alloc_segment(dev, pool, stream, segment);
+                found = self.alloc_segment(dev, pool, stream, segment, size);
             }
         }
         let Some(id) = found else {

@@ -74,6 +74,9 @@ pub struct Outcome {
     /// Requests that failed in the recorded run and were served here.
     pub recorded_failures_served: usize,
     pub drift: Option<Drift>,
+    /// Where the replay stopped at a request the model does not replay (one in a private
+    /// pool), and why.
+    pub not_modelled: Option<Drift>,
     /// The replayed entries, when asked for.
     pub trace: Vec<Entry>,
     pub allocator: Allocator,
@@ -85,8 +88,8 @@ impl Outcome {
         self.failures.iter().find(|f| !f.recorded)
     }
 
-    /// Whether every request got memory.
+    /// Whether every request got memory (a replay stopped short does not say).
     pub fn fits(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.not_modelled.is_none()
     }
 }

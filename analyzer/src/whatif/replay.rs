@@ -3,15 +3,13 @@
 //! Under the recorded settings, with the recorded driver, it checks every address and
 //! segment event against the recording and stops where the two first differ.
 
-use super::allocator::{Allocator, Change};
+use super::allocator::Allocator;
 use super::check;
 use super::device::{Card, Device, Recorded};
 use super::input::{Event, History};
-use super::oom::OutOfMemory;
 pub use super::outcome::{Drift, Driver, Entry, Failure, Outcome, Sample};
+use super::request::Run;
 use super::settings::Settings;
-use super::sizes::round_size;
-use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 const SAMPLES: usize = 100;
@@ -26,8 +24,13 @@ pub fn replay(
         Driver::Card(c) => c,
         Driver::Recorded => None,
     };
-    if settings.expandable_segments {
-        return Err("expandable_segments:True is not modelled".into());
+    if settings.expandable_segments && settings.max_split_size != u64::MAX {
+        // PyTorch's release_available_cached_blocks would hand a block of an expandable
+        // segment to release_block, which asserts that it never gets one.
+        return Err(
+            "expandable_segments:True with max_split_size_mb is not modelled (PyTorch releases oversize blocks as whole segments, which blocks of expandable segments are not)"
+                .into(),
+        );
     }
     if settings.malloc_async {
         return Err(
@@ -41,6 +44,10 @@ pub fn replay(
     let mut a = Allocator::new(settings.clone(), capacity);
     for seg in &h.start {
         a.load_segment(seg)?;
+        if h.private_at(seg.addr).is_some() {
+            // Default-pool requests never take a private pool's free blocks.
+            a.withhold_free_blocks(seg.addr);
+        }
     }
     let mut recorded = Recorded::default();
     let mut card = {
@@ -49,7 +56,7 @@ pub fn replay(
             .iter()
             .map(|s| (s.addr, s.size))
             .chain(h.events.iter().filter_map(|e| match *e {
-                Event::SegmentAlloc(s) => Some((s.addr, s.size)),
+                Event::SegmentAlloc(s) | Event::SegmentMap(s) => Some((s.addr, s.size)),
                 _ => None,
             }))
             .map(|(a, s)| a + s)
@@ -67,6 +74,7 @@ pub fn replay(
         trace: Vec::new(),
         keep_trace,
         drift: None,
+        not_modelled: None,
         failures: Vec::new(),
         served: 0,
         checking: driver == Driver::Recorded,
@@ -84,6 +92,7 @@ pub fn replay(
         failures: Vec::new(),
         recorded_failures_served: 0,
         drift: None,
+        not_modelled: None,
         trace: Vec::new(),
         allocator: Allocator::new(Settings::default(), None),
     };
@@ -93,7 +102,7 @@ pub fn replay(
     let mut next_sample = 0;
     for (i, ev) in h.events.iter().enumerate() {
         let src = h.source_index[i];
-        if matches!(ev, Event::SegmentAlloc(_) | Event::SegmentFree(_)) {
+        if ev.is_segment_event() {
             group.push_back((src, ev.clone()));
             continue;
         }
@@ -126,7 +135,7 @@ pub fn replay(
                 allocated: a.allocated,
             });
         }
-        if stop || run.drift.is_some() {
+        if stop || run.drift.is_some() || run.not_modelled.is_some() {
             stopped = true;
             break;
         }
@@ -166,206 +175,21 @@ pub fn replay(
     }
     out.failures = run.failures;
     out.recorded_failures_served = run.served;
-    out.drift = run.drift.or(recorded.drift.take());
+    // A driver call that differs was made before the request's address was known: when
+    // both differ at one request, it is the first difference.
+    out.drift = recorded.drift.take().or(run.drift);
+    out.not_modelled = run.not_modelled;
     out.trace = run.trace;
     out.allocator = a;
     Ok(out)
-}
-
-struct Run<'h> {
-    h: &'h History,
-    /// Recorded block address to replayed block address, for live blocks.
-    names: FxHashMap<u64, u64>,
-    trace: Vec<Entry>,
-    keep_trace: bool,
-    drift: Option<Drift>,
-    failures: Vec<Failure>,
-    served: usize,
-    /// Compare addresses with the recording.
-    checking: bool,
-}
-
-impl Run<'_> {
-    /// Replays one request; whether the replay must stop.
-    fn step(
-        &mut self,
-        a: &mut Allocator,
-        dev: &mut dyn Device,
-        group: &[Event],
-        i: usize,
-        ev: &Event,
-    ) -> bool {
-        let src = self.h.source_index[i];
-        let is_request = matches!(ev, Event::Alloc { .. } | Event::Oom { .. });
-        let frees = group.iter().any(|e| matches!(e, Event::SegmentFree(_)));
-        let allocs = group.iter().any(|e| matches!(e, Event::SegmentAlloc(_)));
-        // Cached segments released outside a request's own out-of-memory path (which ends
-        // in a new segment or a failure) were released by the program: empty_cache().
-        let empty_cache = frees
-            && match *ev {
-                Event::Alloc { size, stream, .. } => !allocs || a.would_reuse(size, stream),
-                _ => !is_request,
-            };
-        if empty_cache {
-            a.release_cached(dev);
-            self.drain(a, src);
-        }
-        match *ev {
-            Event::Alloc { size, stream, addr } => match a.malloc(dev, size, stream) {
-                Ok(id) => {
-                    self.drain(a, src);
-                    let got = a.block(id).addr;
-                    self.names.insert(addr, got);
-                    self.entry("alloc", got, size, stream, src);
-                    if self.checking && got != addr {
-                        self.drift_alloc(a, src, size, stream, addr, got);
-                    }
-                    false
-                }
-                Err(oom) => {
-                    self.fail(a, src, &oom, stream, false);
-                    true
-                }
-            },
-            Event::Oom { size, stream, .. } => match a.malloc(dev, size, stream) {
-                Ok(id) => {
-                    // The program got an error here and went on without the memory.
-                    self.drain(a, src);
-                    self.served += 1;
-                    let addr = a.block(id).addr;
-                    a.free(addr, false);
-                    false
-                }
-                Err(oom) => {
-                    self.fail(a, src, &oom, stream, true);
-                    false
-                }
-            },
-            Event::FreeRequested { addr, size } => {
-                let Some(&got) = self.names.get(&addr) else {
-                    self.drift = Some(Drift {
-                        entry: src,
-                        message: format!(
-                            "free_requested of {addr:#x}, which the replay does not hold"
-                        ),
-                    });
-                    return true;
-                };
-                a.free(got, true);
-                let stream = a.live_block(got).map_or(0, |id| a.block(id).stream);
-                self.entry("free_requested", got, size, stream, src);
-                false
-            }
-            Event::FreeCompleted { addr, size } => {
-                let Some(got) = self.names.remove(&addr) else {
-                    self.drift = Some(Drift {
-                        entry: src,
-                        message: format!(
-                            "free_completed of {addr:#x}, which the replay does not hold"
-                        ),
-                    });
-                    return true;
-                };
-                // Absent if the replay completed it early, releasing cached memory.
-                let mut stream = 0;
-                if let Some(id) = a.live_block(got).filter(|&id| a.block(id).pending_free) {
-                    stream = a.block(id).stream;
-                    a.free(got, false);
-                }
-                self.drain(a, src);
-                self.entry("free_completed", got, size, stream, src);
-                false
-            }
-            Event::SegmentAlloc(_) | Event::SegmentFree(_) => false,
-        }
-    }
-
-    /// A request the replay could not serve.
-    fn fail(
-        &mut self,
-        a: &mut Allocator,
-        src: usize,
-        oom: &OutOfMemory,
-        stream: u64,
-        recorded: bool,
-    ) {
-        self.drain(a, src);
-        self.entry("oom", 0, oom.requested, stream, src);
-        self.failures.push(Failure {
-            entry: src,
-            requested: oom.requested,
-            stream,
-            reserved: oom.reserved,
-            allocated: oom.allocated,
-            largest_free: a.largest_free(),
-            recorded,
-        });
-    }
-
-    /// Moves the allocator's driver calls into the replayed trace.
-    fn drain(&mut self, a: &mut Allocator, src: usize) {
-        for c in std::mem::take(&mut a.changes) {
-            match c {
-                Change::SegmentAlloc(s) => {
-                    self.entry("segment_alloc", s.addr, s.size, s.stream, src)
-                }
-                Change::SegmentFree(s) => self.entry("segment_free", s.addr, s.size, s.stream, src),
-                // The input's own free_completed entry stands for it, in its place.
-                Change::FreeCompleted(_) => {}
-            }
-        }
-    }
-
-    fn entry(&mut self, action: &'static str, addr: u64, size: u64, stream: u64, source: usize) {
-        if self.keep_trace {
-            self.trace.push(Entry {
-                action,
-                addr,
-                size,
-                stream,
-                source,
-            });
-        }
-    }
-
-    fn check_group_done(&mut self, recorded: &mut Recorded, src: usize) {
-        if let Some(d) = recorded.drift.take() {
-            self.drift = Some(d);
-        } else if let Some((at, e)) = recorded.expected.front() {
-            self.drift = Some(Drift {
-                entry: *at,
-                message: format!(
-                    "the recording has {} here (before entry {src}), which the replay did not do",
-                    describe(e)
-                ),
-            });
-        }
-    }
-
-    fn drift_alloc(
-        &mut self,
-        a: &Allocator,
-        src: usize,
-        size: u64,
-        stream: u64,
-        recorded: u64,
-        got: u64,
-    ) {
-        let rounded = round_size(size, &a.settings);
-        let why = check::explain_address(a, recorded, stream);
-        self.drift = Some(Drift {
-            entry: src,
-            message: format!(
-                "alloc of {size} bytes (block {rounded}) on stream {stream:#x}: recorded at {recorded:#x}, replayed at {got:#x}; {why}"
-            ),
-        });
-    }
 }
 
 pub(super) fn describe(e: &Event) -> String {
     match e {
         Event::SegmentAlloc(s) => format!("segment_alloc {:#x} of {} bytes", s.addr, s.size),
         Event::SegmentFree(s) => format!("segment_free {:#x} of {} bytes", s.addr, s.size),
+        Event::SegmentMap(s) => format!("segment_map {:#x} of {} bytes", s.addr, s.size),
+        Event::SegmentUnmap(s) => format!("segment_unmap {:#x} of {} bytes", s.addr, s.size),
         other => format!("{other:?}"),
     }
 }

@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 pub struct RunInput {
     pub snapshot: PathBuf,
     pub alloc_conf: Option<String>,
+    /// The host (absent from older names) and pid of the process that wrote it.
+    pub host: Option<String>,
+    pub pid: u32,
 }
 
-pub fn resolve(dir: &Path) -> Result<RunInput, String> {
+/// `None` when the directory has no hook snapshot.
+pub fn resolve(dir: &Path) -> Result<Option<RunInput>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
     // (host, pid), whether it is the exit snapshot, and the name of every hook snapshot.
@@ -30,12 +34,7 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
     writers.dedup();
     let (host, pid) = match writers[..] {
         [writer] => writer.clone(),
-        [] => {
-            return Err(format!(
-                "{}: no torch-snapshot-HOST-PID.pickle (the PyTorch hook of `vramtrace run` writes one)",
-                dir.display()
-            ))
-        }
+        [] => return Ok(None),
         _ => {
             let names: Vec<String> = found.iter().map(|f| f.2.clone()).collect();
             return Err(format!(
@@ -54,10 +53,12 @@ pub fn resolve(dir: &Path) -> Result<RunInput, String> {
         Some(host) => format!("torch-{host}-{pid}.json"),
         None => format!("torch-{pid}.json"),
     };
-    Ok(RunInput {
+    Ok(Some(RunInput {
         snapshot: dir.join(name),
         alloc_conf: alloc_conf(&dir.join(info))?,
-    })
+        host,
+        pid,
+    }))
 }
 
 /// `PYTORCH_ALLOC_CONF` (read first since torch 2.9) or `PYTORCH_CUDA_ALLOC_CONF`.

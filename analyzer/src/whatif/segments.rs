@@ -9,23 +9,29 @@ use super::sizes::Pool;
 
 impl Allocator {
     /// `cudaMalloc` of a segment of `size` bytes for `pool`; its free block on success. A
-    /// memory fraction caps the reserved bytes before the driver is asked.
+    /// memory fraction caps the reserved bytes before the driver is asked (by the segment
+    /// size, even where an expandable segment maps less). With expandable segments, the
+    /// pages a block of `block_size` bytes needs are mapped instead.
     pub(super) fn alloc_segment(
         &mut self,
         dev: &mut dyn Device,
         pool: Pool,
         stream: u64,
         size: u64,
+        block_size: u64,
     ) -> Option<u32> {
         if let Some(max) = self.allowed_maximum {
             if self.reserved + size > max {
                 return None;
             }
         }
+        if self.settings.expandable_segments {
+            return self.alloc_expandable(dev, pool, stream, block_size);
+        }
         let addr = dev.malloc(size, self.reserved)?;
         self.changes
             .push(Change::SegmentAlloc(Span { addr, size, stream }));
-        Some(self.add_segment(addr, size, stream, pool))
+        Some(self.add_segment(addr, size, stream, pool, false))
     }
 
     /// Returns the whole-segment free block `id` to the driver.
@@ -89,7 +95,8 @@ impl Allocator {
 
     /// `empty_cache()`, and the last resort before out-of-memory: waits for every pending
     /// free, then frees every cached segment that is wholly free, large pool first, each
-    /// pool in (stream, size, address) order.
+    /// pool in (stream, size, address) order; then unmaps the whole pages of each free
+    /// block of an expandable segment, in the same order.
     pub fn release_cached(&mut self, dev: &mut dyn Device) {
         let pending: Vec<u32> = self
             .live
@@ -112,12 +119,15 @@ impl Allocator {
             self.free_block(id);
         }
         for pool in [Pool::Large, Pool::Small] {
-            let whole: Vec<u32> = self
+            let (expandable, whole): (Vec<u32>, Vec<u32>) = self
                 .free_blocks(pool)
-                .filter(|&id| !self.block(id).is_split())
-                .collect();
+                .filter(|&id| self.block(id).expandable || !self.block(id).is_split())
+                .partition(|&id| self.block(id).expandable);
             for id in whole {
                 self.release_segment(dev, id);
+            }
+            for id in expandable {
+                self.unmap_block(dev, id);
             }
         }
     }
@@ -135,8 +145,10 @@ impl Allocator {
         }
         let target = self.reserved - threshold;
         let freeable = |a: &Allocator| -> Vec<u32> {
+            // A block of an expandable segment is never a whole segment: unmapped space
+            // follows it.
             a.free_blocks(Pool::Large)
-                .filter(|&id| !a.block(id).is_split())
+                .filter(|&id| !a.block(id).is_split() && !a.block(id).expandable)
                 .collect()
         };
         let mut total_age: u64 = freeable(self).iter().map(|&id| self.gc_age(id)).sum();

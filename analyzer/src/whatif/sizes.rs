@@ -86,14 +86,15 @@ pub fn segment_size(size: u64) -> u64 {
 }
 
 /// Whether a free block of `block_size` serving `size` is split, the rest staying free.
-/// Small blocks split when 512 bytes or more remain; large ones when more than 1 MiB
-/// remains and the request is under `max_split_size` (oversize blocks are never split).
+/// Small blocks split when 512 bytes or more remain, and so does every block with
+/// expandable segments on; large ones otherwise when more than 1 MiB remains and the
+/// request is under `max_split_size` (oversize blocks are never split).
 pub fn should_split(pool: Pool, block_size: u64, size: u64, settings: &Settings) -> bool {
     let remaining = block_size - size;
-    match pool {
-        Pool::Small => remaining >= MIN_BLOCK_SIZE,
-        Pool::Large => size < settings.max_split_size && remaining > SMALL_SIZE,
+    if pool == Pool::Small || settings.expandable_segments {
+        return remaining >= MIN_BLOCK_SIZE;
     }
+    size < settings.max_split_size && remaining > SMALL_SIZE
 }
 
 /// The pool of a segment of `total_size` bytes: the small pool's segments are all 2 MiB,

@@ -39,14 +39,16 @@ pub fn snapshot<'a>(
         d.segments = o
             .allocator
             .segments()
-            .map(|(addr, seg, blocks)| Segment {
-                address: addr,
+            .into_iter()
+            .map(|seg| Segment {
+                address: seg.addr,
                 total_size: seg.size,
                 stream: seg.stream,
                 segment_type: seg.pool.name().to_string(),
-                is_expandable: false,
+                is_expandable: seg.expandable,
                 frames: Vec::new(),
-                blocks: blocks
+                blocks: seg
+                    .blocks
                     .iter()
                     .map(|b| Block {
                         address: b.addr,

@@ -12,16 +12,19 @@ mod call;
 mod device;
 mod lookup;
 mod memory;
+mod mempool;
 mod pool;
 pub mod runtime;
 mod vm;
 
 pub use call::Call;
+pub use mempool::{cudaMemGetDefaultMemPool, cudaMemGetMemPool};
 
 /// Driver wrappers, by the module that groups them.
 pub mod driver {
     pub use super::lookup::{cuGetProcAddress, cuGetProcAddress_v2};
     pub use super::memory::*;
+    pub use super::mempool::{cuMemGetDefaultMemPool, cuMemGetMemPool};
     pub use super::pool::*;
     pub use super::vm::*;
 }

@@ -1,7 +1,9 @@
 //! Driver wrappers: stream-ordered allocation and memory pools.
 #![allow(non_snake_case)]
 
+use super::mempool::props_location;
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use crate::pool_locations;
 use crate::stack::here;
 use cudarc::driver::sys::{CUdeviceptr, CUmemPoolProps, CUmemoryPool, CUstream};
 use std::ffi::c_int;
@@ -46,6 +48,7 @@ macro_rules! alloc_from_pool {
                 e.size = size as u64;
                 e.stream = Some(stream as u64);
                 e.pool = Some(pool as u64);
+                (e.loc, e.numa) = pool_locations::of(pool as u64);
             });
             r
         }
@@ -88,8 +91,19 @@ pub unsafe extern "C" fn cuMemPoolCreate(
     };
     let call = Call::enter(here!());
     let r = real(pool, props);
+    let handle = out(r, pool.cast::<u64>());
+    // Read only after the driver accepted the properties.
+    let (loc, numa) = if r == 0 {
+        props_location(props.cast())
+    } else {
+        Default::default()
+    };
+    if r == 0 {
+        pool_locations::note(handle, loc, numa);
+    }
     call.finish(Api::CuMemPoolCreate, r, |e| {
-        e.pool = Some(out(r, pool.cast::<u64>()))
+        e.pool = Some(handle);
+        (e.loc, e.numa) = (loc, numa);
     });
     r
 }
@@ -101,6 +115,9 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(pool);
+    if r == 0 {
+        pool_locations::forget(pool as u64);
+    }
     call.finish(Api::CuMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }

@@ -117,6 +117,7 @@ pub unsafe extern "C" fn cudaMallocFromPoolAsync(
         e.size = size as u64;
         e.stream = Some(stream as u64);
         e.pool = Some(pool as u64);
+        (e.loc, e.numa) = crate::pool_locations::of(pool as u64);
     });
     r
 }
@@ -142,8 +143,19 @@ pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_vo
     };
     let call = Call::enter(here!());
     let r = real(pool, props);
+    let handle = out(r, pool.cast::<u64>());
+    // cudaMemPoolProps has CUmemPoolProps' layout; read only once the runtime accepted it.
+    let (loc, numa) = if r == 0 {
+        super::mempool::props_location(props)
+    } else {
+        Default::default()
+    };
+    if r == 0 {
+        crate::pool_locations::note(handle, loc, numa);
+    }
     call.finish(Api::CudaMemPoolCreate, r, |e| {
-        e.pool = Some(out(r, pool.cast::<u64>()))
+        e.pool = Some(handle);
+        (e.loc, e.numa) = (loc, numa);
     });
     r
 }
@@ -155,6 +167,9 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
     };
     let call = Call::enter(here!());
     let r = real(pool);
+    if r == 0 {
+        crate::pool_locations::forget(pool as u64);
+    }
     call.finish(Api::CudaMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }

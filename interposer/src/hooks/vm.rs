@@ -4,13 +4,14 @@
 //! released and its last mapping is gone; the analyzer follows that from these events.
 #![allow(non_snake_case)]
 
+use super::mempool::props_location;
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
 use crate::stack::here;
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
 };
 use std::ffi::{c_int, c_ulonglong};
-use vramtrace_schema::Api;
+use vramtrace_schema::{Api, Location};
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAddressReserve(
@@ -64,9 +65,15 @@ pub unsafe extern "C" fn cuMemCreate(
         e.handle = Some(out(r, handle));
         e.size = size as u64;
         if !prop.is_null() {
-            // The memory is on the device the properties name, whatever context is current.
-            // Read through a raw pointer: the struct's enum fields are not touched.
-            e.dev = std::ptr::read_unaligned(std::ptr::addr_of!((*prop).location.id));
+            // Read as plain integers (props_location): the struct's enum fields are not
+            // touched, so a location type newer than cudarc's enum is no undefined value.
+            (e.loc, e.numa) = props_location(prop.cast());
+            if e.loc == Location::Device {
+                // The memory is on the device the properties name, whatever context is
+                // current. Host memory keeps the calling thread's device, as pinned host
+                // memory does.
+                e.dev = std::ptr::read_unaligned(std::ptr::addr_of!((*prop).location.id));
+            }
         }
     });
     r

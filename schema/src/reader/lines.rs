@@ -3,6 +3,7 @@
 use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
+use crate::location::Location;
 use crate::stacks::{Frame, Node, MAX_STACK_DEPTH};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -56,8 +57,13 @@ struct Line<'a> {
     free: Option<u64>,
     total: Option<u64>,
     requested: Option<u64>,
+    #[serde(borrow)]
+    loc: Option<Cow<'a, str>>,
+    numa: Option<u32>,
     #[serde(default)]
     stack: u64,
+    /// Only a header has it: see [`Lines::record`].
+    format: Option<serde::de::IgnoredAny>,
     end: Option<End>,
     frame: Option<Frame>,
     node: Option<Node>,
@@ -181,6 +187,15 @@ impl<R: Read> Lines<R> {
     }
 
     fn record(&self, line: Line, depths: &mut Depths) -> Result<Item, TraceError> {
+        // Two traces joined into one file (`cat a.jsonl b.jsonl`, or `cat` of two .gz files,
+        // which decompress as one stream) are two processes: never read as one.
+        if line.format.is_some() {
+            return Err(self.error(
+                "a second trace header: this file holds two traces joined together; what \
+                 comes before this line is read, the rest is not (split the file here)"
+                    .into(),
+            ));
+        }
         if let Some(end) = line.end {
             return Ok(Item::End(end));
         }
@@ -210,6 +225,13 @@ impl<R: Read> Lines<R> {
         let Some(api) = Api::from_name(&name) else {
             return Ok(Item::UnknownApi);
         };
+        // A location this reader does not know is memory it cannot place: the event is
+        // skipped like one of an unknown API, not counted as device memory.
+        let loc = match line.loc.as_deref().map(Location::from_name) {
+            None => Location::Device,
+            Some(Some(loc)) => loc,
+            Some(None) => return Ok(Item::UnknownApi),
+        };
         let Some(t) = line.t else {
             return Err(self.error(format!("event {name} has no \"t\" (time)")));
         };
@@ -228,6 +250,8 @@ impl<R: Read> Lines<R> {
             free: line.free,
             total: line.total,
             requested: line.requested,
+            loc,
+            numa: line.numa,
             stack: line.stack,
         })
     }

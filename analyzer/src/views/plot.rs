@@ -1,0 +1,202 @@
+//! What a plot of one GPU shows: its layers on one clock (device, reserved, allocated),
+//! its capacity, its peak, each failed allocation, and the program's markers and phases.
+//! `timeline --svg` and `report` draw the same plots (render/plot.rs).
+
+use super::marks::{Marker, Marks, Phase};
+use super::oom::OomView;
+use super::summary::Summary;
+use super::timeline::{Timeline, TimelineSeries};
+use crate::run::devices::gpu_label;
+use serde::Serialize;
+
+/// Points kept per line: a plot is a few hundred pixels wide; the hover read-out and
+/// the live-set moments carry the rest.
+pub const MAX_POINTS: usize = 1_000;
+/// Markers and phases drawn per plot.
+pub const MAX_MARKS: usize = 200;
+/// Lines drawn per plot.
+const MAX_LINES: usize = 8;
+
+#[derive(Serialize, Clone, Debug)]
+pub struct DevicePlot {
+    pub host: String,
+    pub gpu: String,
+    /// `GPU 3`, or `host GPU 3` when the run spans hosts.
+    pub title: String,
+    pub lines: Vec<Line>,
+    /// The device's total memory, where the driver or NVML said it.
+    pub capacity_bytes: Option<u64>,
+    /// The reserved layer's peak (every process on the GPU summed).
+    pub peak_bytes: u64,
+    pub peak_time_ns: u64,
+    pub failures: Vec<FailureMark>,
+    pub markers: Vec<Marker>,
+    pub phases: Vec<Phase>,
+    /// Markers and phases of its processes left out beyond [`MAX_MARKS`].
+    pub marks_left_out: u64,
+    /// Points were merged to [`MAX_POINTS`] per line (each keeps its bucket's most).
+    pub points_merged: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Line {
+    /// `device`, `reserved`, `allocated` (annotations), `allocated_pytorch` (a snapshot
+    /// beside the traces), `cached_free`.
+    pub layer: &'static str,
+    /// `all processes`, or `pid N` / `pid N rank R`.
+    pub who: String,
+    /// (bucket start, most bytes in the bucket)
+    pub points: Vec<(u64, u64)>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct FailureMark {
+    pub time_ns: u64,
+    pub requested_bytes: u64,
+    pub pid: u32,
+    pub rank: Option<String>,
+    /// The failing process's own ordinal for this GPU.
+    pub device: i32,
+}
+
+/// The layers a plot shows, in drawing order; fragmentation's details stay in the JSON
+/// and CSV.
+fn shown(layer: &str) -> Option<usize> {
+    ["device", "reserved", "allocated_pytorch", "allocated"]
+        .iter()
+        .position(|l| *l == layer)
+}
+
+/// One plot per GPU of the timeline, in the timeline's order.
+pub fn build(t: &Timeline, marks: &Marks, summary: &Summary, oom: &OomView) -> Vec<DevicePlot> {
+    let mut gpus: Vec<(&str, &str)> = t
+        .series
+        .iter()
+        .map(|s| (s.host.as_str(), s.gpu.as_str()))
+        .collect();
+    gpus.sort();
+    gpus.dedup();
+    let many_hosts = gpus.iter().any(|g| g.0 != gpus[0].0);
+    gpus.iter()
+        .map(|&(host, gpu)| device(t, marks, summary, oom, host, gpu, many_hosts))
+        .collect()
+}
+
+fn device(
+    t: &Timeline,
+    marks: &Marks,
+    summary: &Summary,
+    oom: &OomView,
+    host: &str,
+    gpu: &str,
+    many_hosts: bool,
+) -> DevicePlot {
+    let mut series: Vec<&TimelineSeries> = t
+        .series
+        .iter()
+        .filter(|s| s.host == host && s.gpu == gpu && shown(s.layer).is_some())
+        .collect();
+    let processes = series
+        .iter()
+        .filter(|s| s.scope == "process" && s.layer == "reserved")
+        .count();
+    if processes <= 1 {
+        // One process: its reserved line is the run's.
+        series.retain(|s| s.scope == "run" || s.layer != "reserved");
+    }
+    // The run's reserved line first, then each process's layers.
+    series.sort_by_key(|s| (s.scope != "run", shown(s.layer)));
+    series.truncate(MAX_LINES);
+    let points_merged = series.iter().any(|s| s.points.len() > MAX_POINTS);
+    let lines = series
+        .iter()
+        .map(|s| Line {
+            layer: s.layer,
+            who: who(s),
+            points: merged(s),
+        })
+        .collect();
+    let run_device = summary
+        .devices
+        .iter()
+        .find(|d| d.host == host && d.gpu == gpu);
+    let pids: Vec<u32> = run_device.map(|d| d.pids.clone()).unwrap_or_default();
+    let failures: Vec<FailureMark> = oom
+        .failures
+        .iter()
+        .filter(|f| f.host == host && f.gpu == gpu)
+        .map(|f| FailureMark {
+            time_ns: f.time_ns,
+            requested_bytes: f.requested_bytes,
+            pid: f.pid,
+            rank: f.rank.clone(),
+            device: f.device,
+        })
+        .collect();
+    let capacity_bytes = marks
+        .capacity
+        .iter()
+        .find(|(id, _)| id.host == host && id.gpu == gpu)
+        .map(|(_, &c)| c)
+        .or_else(|| {
+            oom.failures
+                .iter()
+                .filter(|f| f.host == host && f.gpu == gpu)
+                .find_map(|f| f.driver_total_bytes)
+        });
+    let mine = |pid: &u32| pids.contains(pid) || (pids.is_empty() && summary.devices.len() <= 1);
+    let markers: Vec<Marker> = marks
+        .markers
+        .iter()
+        .filter(|m| mine(&m.pid))
+        .cloned()
+        .collect();
+    let phases: Vec<Phase> = marks
+        .phases
+        .iter()
+        .filter(|p| mine(&p.pid))
+        .cloned()
+        .collect();
+    let marks_left_out = (markers.len().saturating_sub(MAX_MARKS)
+        + phases.len().saturating_sub(MAX_MARKS)) as u64
+        + marks.dropped;
+    DevicePlot {
+        host: host.to_string(),
+        gpu: gpu.to_string(),
+        title: gpu_label(host, gpu, many_hosts),
+        lines,
+        capacity_bytes,
+        peak_bytes: run_device.map_or(0, |d| d.peak_reserved_bytes),
+        peak_time_ns: run_device.map_or(0, |d| d.peak_time_ns),
+        failures,
+        markers: markers.into_iter().take(MAX_MARKS).collect(),
+        phases: phases.into_iter().take(MAX_MARKS).collect(),
+        marks_left_out,
+        points_merged,
+    }
+}
+
+fn who(s: &TimelineSeries) -> String {
+    match s.pid {
+        Some(pid) => format!(
+            "pid {pid}{}",
+            s.rank
+                .as_ref()
+                .map(|r| format!(" rank {r}"))
+                .unwrap_or_default()
+        ),
+        None => "all processes".into(),
+    }
+}
+
+/// The series' points, neighbours merged (keeping the most) down to [`MAX_POINTS`].
+fn merged(s: &TimelineSeries) -> Vec<(u64, u64)> {
+    let per = s.points.len().div_ceil(MAX_POINTS).max(1);
+    s.points
+        .chunks(per)
+        .map(|c| {
+            let most = c.iter().map(|p| p.max_bytes).max().unwrap_or(0);
+            (c[0].time_ns, most)
+        })
+        .collect()
+}

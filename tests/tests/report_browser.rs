@@ -1,0 +1,240 @@
+//! `vramtrace report` on real runs of the simulated stack, opened in headless Chromium
+//! (the analyzer's tests/browser/mod.rs): the demo running out of memory, two ranks on
+//! two GPUs both failing, and a caching allocator with markers and NVML samples. Figures
+//! on the page are compared with what each workload printed of itself.
+
+#[path = "../../analyzer/tests/browser/mod.rs"]
+mod browser;
+
+use browser::*;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+use vramtrace_tests::harness::{run_sim, run_sim_command, vramtrace, workload, Outcome};
+
+const MAX_PAGE: u64 = 5 << 20;
+
+/// The report of `run`, written beside its traces; its size checked against the bound.
+fn report(run: &Outcome) -> PathBuf {
+    let html = run.dir.path().join("report.html");
+    let out = Command::new(vramtrace())
+        .args([OsStr::new("report"), OsStr::new("-o"), html.as_os_str()])
+        .arg(run.dir.path())
+        .output()
+        .expect("vramtrace runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = std::fs::metadata(&html).unwrap().len();
+    assert!(size <= MAX_PAGE, "{size} bytes");
+    eprintln!("report: {} ({size} bytes)", html.display());
+    html
+}
+
+fn verdict(c: &Checked) -> &str {
+    c.selftest["verdict"].as_str().unwrap_or("")
+}
+
+fn peak_titles(c: &Checked) -> Vec<String> {
+    c.selftest["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["peak_title"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn the_demo_report_says_out_of_memory_first_with_the_workloads_figures() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    let truth = run.truth("demo");
+    let peak = truth["peak_live_bytes"]["0"].as_u64().unwrap();
+    let held = truth["live_bytes_at_end"]["0"].as_u64().unwrap();
+    let total = truth["meminfo"][0]["total"].as_u64().unwrap();
+    let c = check(browser, &report(&run), "demo");
+    assert_first_screen_and_interaction(&c, 1);
+    let v = verdict(&c);
+    // The demo exits right after its failure without freeing: what it held then is
+    // what it held at the end.
+    let failed = format!("holding {} of its {}.", binary(held), binary(total));
+    assert!(v.starts_with("Out of memory: cudaMalloc of "), "{v}");
+    assert!(v.contains(&failed), "{failed} in {v}");
+    assert!(
+        v.contains(&format!("The peak: {} of {}", binary(peak), binary(total))),
+        "{v}"
+    );
+    let died = format!("Nothing leaked; {} was still live when", binary(held));
+    assert!(v.contains(&died), "{died} in {v}");
+    assert!(peak_titles(&c)[0].starts_with(&format!("peak: {} live", binary(peak))));
+    // The y-axis reaches past the peak and the capacity: 24 GiB is on it, not above it.
+    assert!(
+        c.dom
+            .contains(&format!("capacity {}</text>", binary(total))),
+        "capacity line"
+    );
+    assert!(!c.dom.contains("above the scale"), "nothing clipped");
+}
+
+#[test]
+fn a_run_of_two_ranks_has_a_section_per_gpu_a_rank_table_and_each_failure_where_it_was() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let demo = workload("demo");
+    let demo = demo.to_str().unwrap();
+    // Rank 1 on GPU 1 of a 16 GiB card, rank 0 on GPU 0 of a 24 GiB one: each runs out.
+    let script = format!(
+        "RANK=0 WORLD_SIZE=2 CUDA_VISIBLE_DEVICES=0 {demo} & \
+         RANK=1 WORLD_SIZE=2 CUDA_VISIBLE_DEVICES=1 VRAMTRACE_SIM_CAPACITY={} {demo}; wait",
+        16u64 << 30
+    );
+    let command = [OsStr::new("sh"), OsStr::new("-c"), OsStr::new(&script)];
+    let run = run_sim_command(&command, &["--sim-capacity", "24GiB"], &[]);
+    let summary = run.summary();
+    let rank_of = |pid: u64| {
+        summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .and_then(|p| p["rank"].as_str())
+            .map(str::to_string)
+    };
+    let peaks: Vec<(String, u64)> = run
+        .truths
+        .iter()
+        .filter(|t| t["workload"] == "demo")
+        .map(|t| {
+            let rank = rank_of(t["pid"].as_u64().unwrap()).expect("a rank");
+            (rank, t["peak_live_bytes"]["0"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(peaks.len(), 2, "{:?}", run.truths);
+    let c = check(browser, &report(&run), "ranks");
+    assert_first_screen_and_interaction(&c, 2);
+    let v = verdict(&c);
+    assert!(v.contains("2 allocations failed in all."), "{v}");
+    let highest = peaks.iter().map(|p| p.1).max().unwrap();
+    assert!(
+        v.contains(&format!("The highest peak of 2 GPUs: {}", binary(highest))),
+        "{v}"
+    );
+    // GPU i is rank i's (CUDA_VISIBLE_DEVICES): its peak is that rank's.
+    let titles = peak_titles(&c);
+    for (rank, peak) in &peaks {
+        let i: usize = rank.parse().unwrap();
+        assert!(
+            titles[i].starts_with(&format!("peak: {} live", binary(*peak))),
+            "{titles:?}"
+        );
+    }
+    assert!(c.dom.contains("<section id=\"vt-ranks\">"), "a rank table");
+    let table = &c.dom[c.dom.find("id=\"vt-ranks\"").unwrap_or(0)..];
+    let table = &table[..table.find("</table>").unwrap_or(0)];
+    assert_eq!(
+        table.matches("<tr").count(),
+        3,
+        "a heading and a row per rank: {table}"
+    );
+    // Rank 1's failure is on GPU 1, which it calls its device 0.
+    assert!(
+        c.dom.contains("on GPU 1 at "),
+        "rank 1's failure under GPU 1"
+    );
+    assert!(
+        c.dom.contains("(rank 1) asked for it on its device 0"),
+        "{}",
+        c.dom
+    );
+}
+
+/// The caching pool: markers `model`, `step` and `pause`, an allocated layer of
+/// annotated blocks, NVML samples far above the rest (the simulated context), and
+/// tensors it never gives back.
+#[test]
+fn a_caching_allocator_run_shows_its_markers_layers_and_leaked_tensors() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let context = (123u64 << 20).to_string();
+    let env = [
+        ("VRAMTRACE_NVML_MS", "20"),
+        ("VRAMTRACE_SIM_CONTEXT_BYTES", context.as_str()),
+    ];
+    let run = run_sim("caching_pool", &[], &[], &env);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let c = check(browser, &report(&run), "caching-pool");
+    assert_first_screen_and_interaction(&c, 1);
+    let v = verdict(&c);
+    let leaked = pool["requested_end"].as_u64().unwrap();
+    assert!(
+        v.starts_with(&format!("Leaked: {} in ", binary(leaked))),
+        "{v}"
+    );
+    let requested_peak = pool["requested_peak"].as_u64().unwrap();
+    let tensors = format!("({} in tensors at their own peak)", binary(requested_peak));
+    assert!(v.contains(&tensors), "{tensors} in {v}");
+    for name in ["model", "step", "pause"] {
+        assert!(
+            c.dom.contains(&format!("marker {name} (pid")),
+            "marker {name}"
+        );
+    }
+    let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
+    assert!(
+        hover.contains("device (NVML)") && hover.contains("allocated"),
+        "{hover}"
+    );
+    // NVML counts the context: drawn clipped, said so, the other layers keep their scale.
+    assert!(c.dom.contains("clipped at the top"), "the NVML note");
+    assert!(peak_titles(&c)[0].contains("tensors (requested bytes)"));
+}
+
+/// A run with PyTorch's snapshot beside its trace (as the startup hook writes it): the
+/// snapshot's allocated bytes join the plot on the run's clock, and the hover reads them.
+#[test]
+fn a_snapshot_beside_the_trace_joins_the_reports_plot() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    let header = &run.traces[0].header;
+    // 512 MiB of tensors allocated 1 ms into the run and still live at the dump.
+    let script = r#"
+import pickle, sys
+M = 1 << 20
+t = int(sys.argv[2]) // 1000 + 1000
+block = {"address": 1 << 40, "size": 512 * M, "requested_size": 512 * M, "state": "active_allocated"}
+segment = {"device": 0, "address": 1 << 40, "total_size": 512 * M, "stream": 0,
+           "segment_type": "large", "frames": [], "blocks": [block]}
+alloc = {"action": "alloc", "addr": 1 << 40, "size": 512 * M, "stream": 0, "time_us": t, "frames": []}
+pickle.dump({"segments": [segment], "device_traces": [[alloc]]}, open(sys.argv[1], "wb"), protocol=4)
+"#;
+    let path = run
+        .dir
+        .path()
+        .join(format!("torch-snapshot-{}.pickle", header.pid));
+    let ok = Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .arg(&path)
+        .arg(header.start_unix_ns.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let c = check(browser, &report(&run), "demo-with-snapshot");
+    assert_first_screen_and_interaction(&c, 1);
+    let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
+    let pytorch = format!("allocated (PyTorch), pid {} 512.0 MiB", header.pid);
+    assert!(hover.contains(&pytorch), "{pytorch} in {hover}");
+    assert!(
+        c.dom.contains("allocated (PyTorch), pid"),
+        "the legend names it"
+    );
+}
