@@ -121,7 +121,10 @@ fn summary_sums_processes_sharing_a_gpu_on_the_common_clock() {
     assert_eq!(a["settings"]["flush_ms"], 100);
 
     let text = String::from_utf8(vramtrace(&["summary", p(&dir)]).stdout).unwrap();
-    assert!(text.contains("GPU 0: peak 3.5 GiB at 0.600s"), "{text}");
+    assert!(
+        text.contains("GPU 0: peak 3.5 GiB reserved at 0.600s"),
+        "{text}"
+    );
     assert!(text.contains("(2 processes summed)"), "{text}");
     // The per-process table of a multi-process run.
     assert!(

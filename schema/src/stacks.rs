@@ -83,6 +83,14 @@ impl StackTable {
         self.nodes.is_empty()
     }
 
+    /// Adds every frame and node of `other`, whose ids and addresses must not be this
+    /// table's (a PyTorch snapshot's stacks joining its process's trace take ids of their
+    /// own).
+    pub fn merge(&mut self, other: StackTable) {
+        self.frames.extend(other.frames);
+        self.nodes.extend(other.nodes);
+    }
+
     /// Return addresses of `stack`, innermost first (empty for stack 0 or an unknown id).
     pub fn ips(&self, stack: u64) -> Vec<u64> {
         let mut out = Vec::new();

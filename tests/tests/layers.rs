@@ -201,17 +201,7 @@ print(json.dumps({
     "functions": sorted({f["name"] for x in segments for f in x["frames"]}),
 }))
 "#;
-    let py = std::process::Command::new(vramtrace_tests::harness::python())
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let got: Value = serde_json::from_slice(&py.stdout).unwrap();
+    let got = python_json(script, &[&path]);
     assert_eq!(got["reserved"], pool["reserved_during_pause"]);
     assert_eq!(got["allocated"], pool["allocated_end"]);
     assert_eq!(got["covered"], true, "blocks tile each segment");
@@ -338,6 +328,13 @@ pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1],
     assert_eq!(at(10)["live_bytes"].as_u64(), Some(4 << 20));
     assert_eq!(at(20)["live_bytes"].as_u64(), Some(10 << 20));
     assert_eq!(at(30)["live_bytes"].as_u64(), Some(6 << 20));
+    // This process's allocator annotates its own blocks: the snapshot's tensors do not
+    // join its allocated layer as well (its 6 MiB never freed would show as a leak).
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let leaks: Value = serde_json::from_str(&run.view(&["leaks", "--json"])).unwrap();
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
+    assert_eq!(peak["devices"][0]["live_bytes"], pool["requested_peak"]);
 }
 
 #[test]
@@ -451,4 +448,278 @@ fn leaks_lists_the_blocks_never_given_back() {
             .any(|f| f["function"] == "main" && f["line"] == weights["line"]),
         "{frames:?}"
     );
+}
+
+/// What a Python script (`python -c SCRIPT ARGS...`, which must succeed) prints, as JSON:
+/// the tests' own reading of a file, as Python's `pickle` reads it, or their own replay.
+fn python_json<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> Value {
+    let py = std::process::Command::new(vramtrace_tests::harness::python())
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    serde_json::from_slice(&py.stdout).unwrap()
+}
+
+/// The sum of the byte counts of folded-stack lines (`frame;frame;... bytes`).
+fn folded_bytes(folded: &str) -> u64 {
+    folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Every view that lists memory answers at the allocated layer where an allocator tells
+/// its blocks, at the reserved layer with `--layer reserved`, and says which: checked
+/// against the caching pool's own bookkeeping (its segments only grow, so the reserved
+/// peak and end are what it held during its pause).
+#[test]
+fn every_view_answers_at_the_layer_asked() {
+    let run = pool_run(&[]);
+    let pool = run.printed("VRAMTRACE_POOL ");
+    let reserved = pool["reserved_during_pause"].as_u64().unwrap();
+    let json = |args: &[&str]| -> Value { serde_json::from_str(&run.view(args)).unwrap() };
+
+    // flamegraph: the tensors at their peak, or the segments.
+    let tensors = run.view(&["flamegraph", "--folded"]);
+    assert_eq!(
+        Some(folded_bytes(&tensors)),
+        pool["requested_peak"].as_u64()
+    );
+    assert!(tensors.contains("vramtrace_block_alloc"), "{tensors}");
+    let segments = run.view(&["flamegraph", "--folded", "--layer", "reserved"]);
+    assert_eq!(folded_bytes(&segments), reserved);
+    assert!(!segments.contains("vramtrace_block_alloc"), "{segments}");
+    let never_freed = run.view(&["flamegraph", "--folded", "--leaks"]);
+    assert_eq!(
+        Some(folded_bytes(&never_freed)),
+        pool["requested_end"].as_u64()
+    );
+    let held = run.view(&["flamegraph", "--folded", "--leaks", "--layer", "reserved"]);
+    assert_eq!(folded_bytes(&held), reserved);
+
+    // leaks: which layer it answers at, and the text lists that one alone when asked.
+    let leaks = json(&["leaks", "--json"]);
+    assert_eq!(leaks["layer"], "allocated");
+    assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
+    assert_eq!(
+        json(&["leaks", "--json", "--layer", "reserved"])["layer"],
+        "reserved"
+    );
+    assert_eq!(leaks["leaked_bytes"].as_u64(), Some(reserved));
+    let text = run.view(&["leaks"]);
+    let (tensors_at, segments_at) = (
+        text.find("allocated layer").expect("tensors listed"),
+        text.find("reserved layer").expect("segments listed"),
+    );
+    assert!(tensors_at < segments_at, "tensors first: {text}");
+    let text = run.view(&["leaks", "--layer", "reserved"]);
+    assert!(!text.contains("allocated layer"), "{text}");
+
+    // summary: the groups at each GPU's peak are tensors, or segments when asked.
+    let summary = json(&["summary", "--json"]);
+    assert_eq!(summary["devices"][0]["layer"], "allocated");
+    let summary = json(&["summary", "--json", "--layer", "reserved"]);
+    assert_eq!(summary["devices"][0]["layer"], "reserved");
+    let text = run.view(&["summary"]);
+    assert!(text.contains("reserved at"), "{text}");
+    assert!(text.contains("tensors (allocated layer): peak "), "{text}");
+
+    // timeline: one layer's series only.
+    for (layer, names) in [
+        ("allocated", &["allocated", "allocated_pytorch"][..]),
+        ("reserved", &["reserved"][..]),
+    ] {
+        let t = json(&["timeline", "--json", "--layer", layer]);
+        let series = t["series"].as_array().unwrap();
+        assert!(!series.is_empty());
+        assert!(
+            series
+                .iter()
+                .all(|s| names.contains(&s["layer"].as_str().unwrap())),
+            "{layer}: {t}"
+        );
+    }
+
+    // export --format memory-viz: tensors inside the segments, or one block per segment.
+    let path = run.dir.path().join("reserved.pickle");
+    run.view(&[
+        "export",
+        "--format",
+        "memory-viz",
+        "--layer",
+        "reserved",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    let script = r#"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+print(json.dumps(sorted({len([b for b in x["blocks"] if b["state"] == "active_allocated"]) for x in s["segments"]})))
+"#;
+    let per_segment = python_json(script, &[&path]);
+    assert_eq!(per_segment, serde_json::json!([1]), "one block per segment");
+}
+
+/// `oom` lists the live tensors at a failure first, and only the reserved layer when asked.
+#[test]
+fn oom_answers_at_the_layer_asked() {
+    let run = run_sim(
+        "caching_pool",
+        &["fragment"],
+        &["--sim-capacity", "370MiB"],
+        &[],
+    );
+    let text = run.view(&["oom"]);
+    let tensors_at = text.find("(allocated layer)").expect("tensors listed");
+    let segments_at = text.find("(reserved layer)").expect("segments listed");
+    assert!(tensors_at < segments_at, "{text}");
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    assert_eq!(oom["failures"][0]["layer"], "allocated");
+    let text = run.view(&["oom", "--layer", "reserved"]);
+    assert!(!text.contains("(allocated layer)"), "{text}");
+    let oom: Value =
+        serde_json::from_str(&run.view(&["oom", "--json", "--layer", "reserved"])).unwrap();
+    assert_eq!(oom["failures"][0]["layer"], "reserved");
+}
+
+/// The PyTorch hook's snapshot beside a traced run joins the process that wrote it: the
+/// demo's trace, and a history (as PyTorch would record it) with one tensor from a line of
+/// train.py in each of the demo's segments, allocated with it and freed with it. `peak`
+/// on the run directory gives the tensors by Python call site and `oom` those alive at
+/// the demo's failure, as a replay of the pickle in Python says; the reserved layer stays
+/// the trace's.
+#[test]
+fn a_hook_snapshot_joins_the_traced_process() {
+    let run = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
+    let trace = &run.traces[0];
+    let failed_at = trace
+        .events
+        .iter()
+        .find(|e| e.api == Api::CudaMalloc && e.res != 0)
+        .expect("the demo runs out of memory")
+        .t;
+    // [address, size, allocated at, freed at or null] (ns since the trace's start).
+    let mut segments: Vec<Value> = Vec::new();
+    for e in &trace.events {
+        match e.api {
+            Api::CudaMalloc if e.res == 0 => {
+                segments.push(serde_json::json!([e.addr, e.size, e.t, null]));
+            }
+            Api::CudaFree if e.res == 0 => {
+                if let Some(s) = segments
+                    .iter_mut()
+                    .find(|s| s[0] == e.addr && s[3].is_null())
+                {
+                    s[3] = e.t.into();
+                }
+            }
+            _ => {}
+        }
+    }
+    let script = r#"
+import json, pickle, sys
+path, start_ns, failed_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+segments = json.loads(sys.argv[4])
+def us(t):
+    return (start_ns + t) // 1000
+trace, final = [], []
+for k, (addr, size, t, freed) in enumerate(segments):
+    line = 100 + k % 3
+    frames = [{"filename": "/home/me/train.py", "line": line, "name": "layer%d" % (k % 3)}]
+    entry = lambda action, when, n: {"action": action, "addr": addr, "size": n, "stream": 0,
+                                     "time_us": us(when), "frames": frames}
+    trace += [entry("segment_alloc", t, size), entry("alloc", t, size // 2)]
+    if freed is None:
+        final.append({"device": 0, "address": addr, "total_size": size, "stream": 0,
+                      "segment_type": "large", "frames": [],
+                      "blocks": [{"address": addr, "size": size // 2, "requested_size": size // 2,
+                                  "state": "active_allocated", "frames": frames},
+                                 {"address": addr + size // 2, "size": size - size // 2,
+                                  "requested_size": 0, "state": "inactive", "frames": []}]})
+    else:
+        trace += [entry("free_requested", freed, size // 2), entry("free_completed", freed, size // 2),
+                  entry("segment_free", freed, size)]
+trace.sort(key=lambda e: e["time_us"])
+pickle.dump({"segments": final, "device_traces": [trace]}, open(path, "wb"), protocol=4)
+
+# The replay: tensors by function, at their peak and at the failure (on the trace's clock,
+# to the microsecond the history keeps).
+snap = pickle.load(open(path, "rb"))
+alive, peak, at_peak, at_failure = {}, 0, {}, None
+def by_function():
+    by = {}
+    for size, name in alive.values():
+        by[name] = by.get(name, 0) + size
+    return by
+for e in snap["device_traces"][0]:
+    if at_failure is None and e["time_us"] * 1000 - start_ns > failed_at:
+        at_failure = by_function()
+    if e["action"] == "alloc":
+        alive[e["addr"]] = (e["size"], e["frames"][0]["name"])
+    elif e["action"] == "free_completed":
+        del alive[e["addr"]]
+    live = sum(s for s, _ in alive.values())
+    if live > peak:
+        peak, at_peak = live, by_function()
+if at_failure is None:
+    at_failure = by_function()
+top = max(at_peak.items(), key=lambda kv: kv[1])
+print(json.dumps({"peak": peak, "function": top[0], "function_bytes": top[1],
+                  "at_failure": at_failure}))
+"#;
+    let pickle = run.dir.path().join(format!(
+        "torch-snapshot-{}-{}.pickle",
+        trace.header.host, trace.header.pid
+    ));
+    let truth = python_json(
+        script,
+        &[
+            pickle.into_os_string(),
+            trace.header.start_unix_ns.to_string().into(),
+            failed_at.to_string().into(),
+            Value::Array(segments).to_string().into(),
+        ],
+    );
+
+    let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
+    let d = &peak["devices"][0];
+    assert_eq!(d["layer"], "allocated", "{d}");
+    assert_eq!(d["live_bytes"], truth["peak"], "{d}");
+    assert_eq!(d["top_function"]["function"], truth["function"], "{d}");
+    assert_eq!(d["top_function"]["file"], "/home/me/train.py", "{d}");
+    assert_eq!(d["top_function"]["bytes"], truth["function_bytes"], "{d}");
+    let reserved: Value =
+        serde_json::from_str(&run.view(&["peak", "--json", "--layer", "reserved"])).unwrap();
+    assert_eq!(
+        reserved["devices"][0]["live_bytes"],
+        run.truth("demo")["peak_live_bytes"]["0"]
+    );
+
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    let f = &oom["failures"][0];
+    let mut by = serde_json::Map::new();
+    for g in f["tensor_groups"].as_array().unwrap() {
+        let name = g["frames"][0]["function"].as_str().unwrap().to_string();
+        let sum = by.get(&name).and_then(Value::as_u64).unwrap_or(0) + g["bytes"].as_u64().unwrap();
+        by.insert(name, sum.into());
+    }
+    assert!(!by.is_empty(), "tensors were alive at the failure: {f}");
+    assert_eq!(Value::Object(by), truth["at_failure"], "{f}");
+    // The history's clock is the trace's (to the microsecond): the segments both saw
+    // agree, so nothing is said about it.
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .arg("summary")
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("its clock is"), "{said}");
 }

@@ -34,6 +34,17 @@ pub fn warn_past_end(run: &Run, at: Option<u64>) {
     }
 }
 
+/// Says so on stderr when `--layer allocated` was asked of a run without tensors: what is
+/// shown is the reserved layer (as each view's output says too).
+pub fn warn_no_tensors(run: &Run, asked: Option<crate::views::layer::Layer>) {
+    use crate::views::layer::{has_tensors, Layer};
+    if asked == Some(Layer::Allocated) && !has_tensors(run) {
+        eprintln!(
+            "vramtrace: note: --layer allocated: no allocator annotated its blocks and no PyTorch snapshot gave tensors: showing the reserved layer"
+        );
+    }
+}
+
 /// The exit status for a view of `run`.
 pub fn status(run: &Run) -> i32 {
     if run.complete() {

@@ -6,6 +6,7 @@ use super::common;
 use crate::render::csv::EventCsv;
 use crate::render::perfetto::PerfettoWriter;
 use crate::snapshot::write::memory_viz_bytes;
+use crate::views::layer::Layer;
 use crate::views::memory_viz::{MemoryVizBuilder, DEFAULT_MAX_ENTRIES};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -27,10 +28,16 @@ pub struct ExportArgs {
     /// Output file (default: stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// With `--format memory-viz`, the blocks inside segments: `allocated` (tensors,
+    /// where an allocator or a PyTorch snapshot tells them; the default there) or
+    /// `reserved` (each device allocation one block). The Perfetto and CSV exports hold
+    /// every event of both layers, each naming its API.
+    #[arg(long, value_enum)]
+    pub layer: Option<Layer>,
     /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
     #[arg(long)]
     pub force: bool,
-    /// Trace files or directories of traces.
+    /// Trace files, directories of traces, or PyTorch snapshots.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
@@ -39,6 +46,11 @@ pub struct ExportArgs {
 type Finish = Box<dyn FnOnce(&crate::run::Run) -> std::io::Result<()>>;
 
 pub fn export(args: ExportArgs) -> Result<i32, String> {
+    if args.layer.is_some() && !matches!(args.format, Format::MemoryViz) {
+        return Err(
+            "--layer applies to --format memory-viz: the Perfetto and CSV exports hold both layers' events, each naming its API".into(),
+        );
+    }
     let out: Box<dyn Write> = match &args.output {
         Some(p) if p.as_os_str() != "-" => Box::new(crate::output_file::create(p, args.force)?),
         _ => Box::new(std::io::stdout().lock()),
@@ -57,7 +69,8 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
             (run, Box::new(move |r| w.finish(r)))
         }
         Format::MemoryViz => {
-            let mut builder = MemoryVizBuilder::new(DEFAULT_MAX_ENTRIES);
+            let layer = args.layer.unwrap_or(Layer::Allocated);
+            let mut builder = MemoryVizBuilder::at_layer(DEFAULT_MAX_ENTRIES, layer);
             let run = common::load(&args.paths, Default::default(), |s| builder.step(s))?;
             let mut out = out;
             (
@@ -83,6 +96,7 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
+    common::warn_no_tensors(&run, args.layer);
     if let Some(e) = error {
         return Err(io(e));
     }

@@ -5,6 +5,7 @@
 use super::common;
 use crate::render::flamegraph;
 use crate::run::LoadOptions;
+use crate::views::layer::{self, Layer};
 use crate::views::{leaks, peak};
 use std::path::PathBuf;
 
@@ -23,6 +24,10 @@ pub struct FlamegraphArgs {
     /// Write folded-stack text (`frame;frame;... bytes`) for other flamegraph tools.
     #[arg(long)]
     pub folded: bool,
+    /// The layer: `allocated` (tensors, where an allocator or a PyTorch snapshot tells
+    /// them; the default there) or `reserved` (device memory from the driver).
+    #[arg(long, value_enum)]
+    pub layer: Option<Layer>,
     /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
     #[arg(long)]
     pub force: bool,
@@ -44,19 +49,34 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
         Err(code) => return Ok(code),
     };
     common::warn_past_end(&run, args.at);
+    common::warn_no_tensors(&run, args.layer);
     let (lines, title, nothing) = if args.leaks {
-        (
-            flamegraph::folded_leaks(&leaks::build(&run)),
-            "Device memory never freed".to_string(),
-            "nothing leaked",
-        )
-    } else {
-        let title = match args.at {
-            Some(t) => format!("Device memory live at {}", crate::units::seconds(t)),
-            None => "Device memory live at the peak".to_string(),
+        let view = leaks::build_at(&run, args.layer);
+        let layer = Layer::of(&run, args.layer);
+        let groups = match layer {
+            Layer::Allocated => &view.tensor_groups,
+            Layer::Reserved => &view.groups,
         };
-        let lines = flamegraph::folded_peak(&peak::build(&run, args.at, None));
-        (lines, title, "nothing live")
+        let title = format!("Never freed: {}", layer::describe(layer));
+        (flamegraph::folded_leaks(groups), title, "nothing leaked")
+    } else {
+        let view = peak::build(&run, args.at, args.layer);
+        // Each device answers at its own layer (tensors where it has them): the title
+        // names them all.
+        let mut shown: Vec<&str> = view.devices.iter().map(|d| d.layer).collect();
+        shown.sort_unstable();
+        shown.dedup();
+        let what = match shown[..] {
+            ["allocated"] => layer::describe(Layer::Allocated),
+            ["reserved"] | [] => layer::describe(Layer::Reserved),
+            _ => "tensors (allocated layer, requested bytes) where known, else device memory (reserved layer)",
+        };
+        let when = match args.at {
+            Some(t) => format!("at {}", crate::units::seconds(t)),
+            None => "at the peak".to_string(),
+        };
+        let title = format!("Live {when}: {what}");
+        (flamegraph::folded_peak(&view), title, "nothing live")
     };
     let content = if args.folded {
         lines.iter().map(|l| format!("{l}\n")).collect()

@@ -35,6 +35,7 @@ pub fn peak(args: PeakArgs) -> Result<i32, String> {
         Err(code) => return Ok(code),
     };
     common::warn_past_end(&run, args.at);
+    common::warn_no_tensors(&run, args.layer);
     let view = peak::build(&run, args.at, args.layer);
     if args.json {
         common::print(&render::json(&view))?;

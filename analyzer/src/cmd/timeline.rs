@@ -3,6 +3,7 @@
 
 use super::common;
 use crate::render;
+use crate::views::layer::Layer;
 use crate::views::marks::MarkWatch;
 use crate::views::oom::OomWatch;
 use crate::views::timeline::TimelineBuilder;
@@ -20,10 +21,14 @@ pub struct TimelineArgs {
     /// Also write the plot as SVG to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Only the series of one layer: `allocated` (tensors) or `reserved` (device memory
+    /// from the driver). Without it, every layer, each series naming its own.
+    #[arg(long, value_enum)]
+    pub layer: Option<Layer>,
     /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
     #[arg(long)]
     pub force: bool,
-    /// Trace files or directories of traces.
+    /// Trace files, directories of traces, or PyTorch snapshots.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
@@ -46,7 +51,11 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
         Err(code) => return Ok(code),
     };
     builder.merge_snapshots(&run, &args.paths);
-    let view = builder.finish(&run);
+    common::warn_no_tensors(&run, args.layer);
+    let mut view = builder.finish(&run);
+    if let Some(layer) = args.layer {
+        view.keep_layer(layer);
+    }
     if let Some(svg) = &args.svg {
         // The same plots as the report's: markers, phases, capacity, peak, failures.
         let summary = summary::build(&run);

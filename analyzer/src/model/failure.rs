@@ -42,9 +42,61 @@ pub struct Failure {
     /// The live tensors (annotated blocks) on that device by who asked for them, in
     /// requested bytes.
     pub tensors: Map<GroupKey, GroupBytes>,
-    /// What the driver said was free right at the failure when it gave no total (a
-    /// PyTorch snapshot's `oom` entry).
+    /// PyTorch's own figures at the failure: what the driver said was free (a snapshot's
+    /// `oom` entry's `device_free`, or the out-of-memory observer's in the hook's
+    /// `torch-HOST-PID.json`) and the device's total or the process's limit (the observer's
+    /// only).
     pub device_free: Option<u64>,
+    pub device_total: Option<u64>,
+    /// vramtrace's own `cuMemGetInfo` right after the failure: (free, total).
+    pub probe: Option<(u64, u64)>,
+    /// The device layer: this process's used memory on that device by NVML's last sample
+    /// before the failure (CUDA context included; what nvidia-smi showed).
+    pub device_used: Option<u64>,
+    /// Successful allocations before it: failures with the same count and request are
+    /// the retries of one out-of-memory error (the caching allocator frees its cache and
+    /// asks again).
+    pub allocations_before: u64,
+}
+
+/// The driver's figure at a failure, by one rule for every view: vramtrace's own question
+/// right after it; else PyTorch's figure at it (a snapshot's `oom` entry, the hook's
+/// observer); else the program's last answer before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverFigure {
+    pub free: u64,
+    pub total: Option<u64>,
+    pub source: DriverSource,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverSource {
+    /// vramtrace's `cuMemGetInfo` right after the failure.
+    Probe,
+    /// PyTorch's figure at the failure.
+    Pytorch,
+    /// The program's last `cuMemGetInfo` answer before the failure.
+    LastAnswer,
+}
+
+impl Failure {
+    /// See [`DriverFigure`].
+    pub fn driver_at_failure(&self) -> Option<DriverFigure> {
+        let figure = |(free, total): (u64, Option<u64>), source| DriverFigure {
+            free,
+            total,
+            source,
+        };
+        self.probe
+            .map(|(f, t)| figure((f, Some(t)), DriverSource::Probe))
+            .or(self
+                .device_free
+                .map(|f| figure((f, self.device_total), DriverSource::Pytorch)))
+            .or(self
+                .last_meminfo
+                .map(|(f, t)| figure((f, Some(t)), DriverSource::LastAnswer)))
+    }
 }
 
 /// What an allocator that annotates its blocks held when a device allocation failed.

@@ -18,6 +18,8 @@ pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 pub use block::{Block, GroupKey};
 pub use device::{DeviceUsage, GroupBytes};
-pub use failure::{AllocatorState, Failure, KEPT_FAILURES, RECENT_EVENTS};
+pub use failure::{
+    AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,
+};
 pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Change, Counts, ProcessModel};

@@ -141,6 +141,7 @@ impl ProcessModel {
                         if let Some(failure) = self.failures.last_mut() {
                             if self.recent.back().is_some_and(|r| *r == failure.event) {
                                 failure.last_meminfo = Some((f, t));
+                                failure.probe = Some((f, t));
                             }
                         }
                     }
@@ -196,6 +197,10 @@ impl ProcessModel {
                     .map(|t| t.groups.clone())
                     .unwrap_or_default(),
                 device_free: None,
+                device_total: None,
+                probe: None,
+                device_used: self.layers.devices.get(&e.dev).and_then(|l| l.device),
+                allocations_before: self.counts.allocations,
             });
             return;
         }

@@ -3,9 +3,10 @@
 
 use super::escape::folded;
 use crate::views::groups::Group;
-use crate::views::leaks::Leaks;
+use crate::views::leaks::LeakGroup;
 use crate::views::peak::PeakView;
 use crate::views::stacks;
+use vramtrace_schema::Kind;
 
 /// One folded line per group: `GPU;pid N;outermost;...;innermost;API bytes`.
 pub fn folded_peak(view: &PeakView) -> Vec<String> {
@@ -41,12 +42,14 @@ pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
     lines
 }
 
-/// The same for memory never freed.
-pub fn folded_leaks(leaks: &Leaks) -> Vec<String> {
-    leaks
-        .groups
+/// The same for memory never freed: `groups` of one layer (a leaks view's `groups` or
+/// `tensor_groups`).
+pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
+    groups
         .iter()
-        .filter(|g| g.device_memory() && g.bytes > 0)
+        // Tensors (the allocated layer) are inside device memory; pinned host memory and
+        // managed pools are not on the card.
+        .filter(|g| (g.device_memory() || g.kind == Kind::Allocated.name()) && g.bytes > 0)
         .map(|g| {
             let mut parts = vec![format!("pid {}", g.pid)];
             let frames = stacks::folded(&g.frames);

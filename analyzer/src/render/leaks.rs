@@ -7,13 +7,33 @@ use std::fmt::Write;
 
 pub fn text(v: &Leaks, limit: usize) -> String {
     let mut o = String::new();
+    let reserved_first = v.layer == "reserved";
+    if reserved_first || v.both_layers {
+        reserved(&mut o, v, limit);
+    }
+    if !reserved_first {
+        // Tensors first: inside reserved memory a caching allocator keeps anyway, they
+        // are where a leak shows.
+        let mut first = String::new();
+        tensors(&mut first, v, limit);
+        o.insert_str(0, &first);
+    } else if v.both_layers && !v.tensor_groups.is_empty() {
+        tensors(&mut o, v, limit);
+    }
+    o
+}
+
+fn reserved(o: &mut String, v: &Leaks, limit: usize) {
     if v.groups.is_empty() {
-        let _ = writeln!(o, "no leaks: every allocation was freed");
-        return o;
+        let _ = writeln!(
+            o,
+            "reserved layer: no leaks: every device allocation was freed"
+        );
+        return;
     }
     let _ = writeln!(
         o,
-        "never freed: {} of device memory in {}{}",
+        "never freed (reserved layer): {} of device memory in {}{}",
         units::bytes(v.leaked_bytes),
         units::count(v.leaked_blocks, "block"),
         if v.leaked_pinned_host_bytes > 0 {
@@ -25,17 +45,21 @@ pub fn text(v: &Leaks, limit: usize) -> String {
             String::new()
         }
     );
-    table(&mut o, &v.groups, limit);
-    if !v.tensor_groups.is_empty() {
-        let _ = writeln!(
-            o,
-            "tensors never freed (allocated layer, requested bytes): {} in {}",
-            units::bytes(v.leaked_tensor_bytes),
-            units::count(v.leaked_tensors, "tensor")
-        );
-        table(&mut o, &v.tensor_groups, limit);
+    table(o, &v.groups, limit);
+}
+
+fn tensors(o: &mut String, v: &Leaks, limit: usize) {
+    if v.tensor_groups.is_empty() {
+        let _ = writeln!(o, "allocated layer: no leaks: every tensor was freed");
+        return;
     }
-    o
+    let _ = writeln!(
+        o,
+        "tensors never freed (allocated layer, requested bytes): {} in {}",
+        units::bytes(v.leaked_tensor_bytes),
+        units::count(v.leaked_tensors, "tensor")
+    );
+    table(o, &v.tensor_groups, limit);
 }
 
 fn table(o: &mut String, groups: &[LeakGroup], limit: usize) {

@@ -2,7 +2,7 @@
 
 use super::escape::terminal as t;
 use crate::units::{self, bytes};
-use crate::views::oom::OomView;
+use crate::views::oom::{OomView, Postmortem};
 use crate::views::stacks;
 use std::fmt::Write;
 
@@ -40,53 +40,23 @@ pub fn text(v: &OomView) -> String {
                 t(&stacks::inline(&f.frames).replacen(" <-", "", 1))
             );
         }
-        let _ = writeln!(
-            o,
-            "  It held {} in {} there (its peak so far: {}):",
-            bytes(f.live_bytes),
-            units::count(f.live_blocks, "block"),
-            bytes(f.peak_before_bytes)
-        );
-        for g in f.live_groups.iter().take(TOP_GROUPS) {
+        if f.layer == "allocated" {
+            tensors(&mut o, f);
+            if f.both_layers {
+                reserved(&mut o, f);
+            }
+        } else {
+            reserved(&mut o, f);
+            if f.both_layers {
+                tensors(&mut o, f);
+            }
+        }
+        if let Some(used) = f.device_bytes {
             let _ = writeln!(
                 o,
-                "    {:>12}  {:>13}  {}",
-                bytes(g.bytes),
-                crate::units::count(g.blocks, "block"),
-                t(&g.who())
+                "  NVML's last sample before it showed the process using {} on the device (device layer: CUDA context included).",
+                bytes(used)
             );
-        }
-        let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
-        if f.live_group_count > shown {
-            let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
-        }
-        if let Some(in_use) = f.tensor_bytes {
-            let _ = writeln!(
-                o,
-                "  Its live tensors asked for {} in {}:",
-                bytes(in_use),
-                units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
-            );
-            for g in f.tensor_groups.iter().take(TOP_GROUPS) {
-                let _ = writeln!(
-                    o,
-                    "    {:>12}  {:>14}  {}",
-                    bytes(g.bytes),
-                    crate::units::count(g.blocks, "tensor"),
-                    if g.frames.is_empty() {
-                        "(no stack: allocated before the history began, or not recorded)".into()
-                    } else {
-                        stacks::inline(&g.frames).replacen(" <- ", "", 1)
-                    }
-                );
-            }
-            if f.tensor_groups.len() > TOP_GROUPS {
-                let _ = writeln!(
-                    o,
-                    "    ... {} more groups",
-                    f.tensor_groups.len() - TOP_GROUPS
-                );
-            }
         }
         if !f.other_processes.is_empty() {
             let others: Vec<String> = f
@@ -106,6 +76,18 @@ pub fn text(v: &OomView) -> String {
             f.driver_total_bytes,
             f.driver_report_time_ns,
         ) {
+            (Some(free), Some(total), Some(_))
+                if f.driver_figure == Some(crate::model::DriverSource::Pytorch) =>
+            {
+                let _ = writeln!(
+                    o,
+                    "  At the failure PyTorch's out-of-memory observer saw {} free of {} (the device, or the process's limit); {} of it was used by memory vramtrace does not see; by the figures {} was free.",
+                    bytes(free),
+                    bytes(total),
+                    bytes(f.untraced_bytes.unwrap_or(0)),
+                    bytes(f.estimated_free_bytes.unwrap_or(0))
+                );
+            }
             (Some(free), Some(total), Some(t)) => {
                 let _ = writeln!(
                     o,
@@ -146,4 +128,64 @@ pub fn text(v: &OomView) -> String {
         let _ = writeln!(o);
     }
     o
+}
+
+/// What the process held at the failure in the reserved layer, by group.
+fn reserved(o: &mut String, f: &Postmortem) {
+    let _ = writeln!(
+        o,
+        "  It held {} of device memory (reserved layer) in {} there (its peak so far: {}):",
+        bytes(f.live_bytes),
+        units::count(f.live_blocks, "block"),
+        bytes(f.peak_before_bytes)
+    );
+    for g in f.live_groups.iter().take(TOP_GROUPS) {
+        let _ = writeln!(
+            o,
+            "    {:>12}  {:>13}  {}",
+            bytes(g.bytes),
+            units::count(g.blocks, "block"),
+            t(&g.who())
+        );
+    }
+    let shown = f.live_groups.len().min(TOP_GROUPS) as u64;
+    if f.live_group_count > shown {
+        let _ = writeln!(o, "    ... {} more groups", f.live_group_count - shown);
+    }
+}
+
+/// The live tensors at the failure (the allocated layer), by who asked.
+fn tensors(o: &mut String, f: &Postmortem) {
+    if let Some(in_use) = f.tensor_bytes {
+        let allocated = f
+            .allocator
+            .map(|a| format!(" ({} in blocks)", bytes(a.allocated_bytes)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  Its live tensors (allocated layer) asked for {}{allocated} in {}:",
+            bytes(in_use),
+            units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
+        );
+        for g in f.tensor_groups.iter().take(TOP_GROUPS) {
+            let _ = writeln!(
+                o,
+                "    {:>12}  {:>14}  {}",
+                bytes(g.bytes),
+                units::count(g.blocks, "tensor"),
+                if g.frames.is_empty() {
+                    "(no stack: allocated before the history began, or not recorded)".into()
+                } else {
+                    t(&stacks::inline(&g.frames).replacen(" <- ", "", 1)).into_owned()
+                }
+            );
+        }
+        if f.tensor_groups.len() > TOP_GROUPS {
+            let _ = writeln!(
+                o,
+                "    ... {} more groups",
+                f.tensor_groups.len() - TOP_GROUPS
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `summary` as text: one screen.
 
 use super::escape::terminal as t;
+use crate::model::DriverSource;
 use crate::units;
 use crate::views::preallocation;
 use crate::views::summary::{ProcessSummary, Summary};
@@ -27,7 +28,7 @@ pub fn text(s: &Summary) -> String {
         let label = t(&label);
         let _ = writeln!(
             o,
-            "{label}: peak {} at {}, {} at the end{}",
+            "{label}: peak {} reserved at {}, {} at the end{}",
             units::bytes(d.peak_reserved_bytes),
             units::when(s.start_unix_ns, d.peak_time_ns),
             units::bytes(d.reserved_bytes_at_end),
@@ -37,7 +38,17 @@ pub fn text(s: &Summary) -> String {
                 String::new()
             }
         );
-        for g in d.at_peak.iter().take(TOP_GROUPS) {
+        let (groups, unit) = if d.layer == "allocated" {
+            let _ = writeln!(
+                o,
+                "  tensors (allocated layer): peak {} requested; at it:",
+                units::bytes(d.peak_requested_bytes.unwrap_or(0))
+            );
+            (&d.tensors_at_peak, "tensor")
+        } else {
+            (&d.at_peak, "block")
+        };
+        for g in groups.iter().take(TOP_GROUPS) {
             let who = if d.pids.len() > 1 {
                 format!("  pid {}", g.pid.unwrap_or(0))
             } else {
@@ -45,9 +56,9 @@ pub fn text(s: &Summary) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:>12}  {:>13}  {}{who}",
+                "  {:>12}  {:>14}  {}{who}",
                 units::bytes(g.bytes),
-                units::count(g.blocks, "block"),
+                units::count(g.blocks, unit),
                 t(&g.who())
             );
         }
@@ -97,7 +108,13 @@ pub fn text(s: &Summary) -> String {
         for d in &p.devices {
             let tensors = d
                 .peak_requested_bytes
-                .map(|b| format!("; tensors peak {} requested", units::bytes(b)))
+                .map(|b| {
+                    let blocks = d
+                        .peak_allocated_bytes
+                        .map(|a| format!(", {} allocated in blocks", units::bytes(a)))
+                        .unwrap_or_default();
+                    format!("; tensors peak {} requested{blocks}", units::bytes(b))
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 o,
@@ -129,13 +146,19 @@ pub fn text(s: &Summary) -> String {
         }
         locations(o, p);
         for f in &p.failures {
+            // Who said so, as `oom` says it: the figure is the same by one rule.
+            let said = match f.driver_figure {
+                Some(DriverSource::Probe) => "the driver reported right after it",
+                Some(DriverSource::Pytorch) => "PyTorch saw at it",
+                _ => "the driver last reported",
+            };
             let driver = match (f.driver_free_bytes, f.driver_total_bytes) {
                 (Some(free), Some(total)) => format!(
-                    "; the driver last reported {} free of {}",
+                    "; {said} {} free of {}",
                     units::bytes(free),
                     units::bytes(total)
                 ),
-                (Some(free), None) => format!("; the driver had {} free", units::bytes(free)),
+                (Some(free), None) => format!("; {said} {} free", units::bytes(free)),
                 _ => String::new(),
             };
             let _ = writeln!(

@@ -5,8 +5,9 @@
 //! ordinal, or the ordinal itself when the variable is not set).
 
 use crate::model::Map;
-use crate::model::{Change, DeviceUsage, GroupKey, ProcessModel};
+use crate::model::{Change, DeviceUsage, GroupKey};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use vramtrace_schema::Header;
 
 /// A physical GPU of the run.
@@ -89,17 +90,18 @@ impl RunDevices {
         }
     }
 
-    /// Takes everything `model` (process `process`) holds out of the run's totals, on
-    /// every device or on run device `only`: the process ended, and its memory with it
-    /// (its own model keeps it, as what it never freed). Returns what was given back.
+    /// Takes everything process `process` holds (`held`: its own per-ordinal usage, of
+    /// device memory or of tensors) out of the run's totals, on every device or on run
+    /// device `only`: the process ended, and its memory with it (its own model keeps it,
+    /// as what it never freed). Returns what was given back.
     pub fn release(
         &mut self,
         process: usize,
-        model: &ProcessModel,
+        held: &BTreeMap<i32, DeviceUsage>,
         only: Option<usize>,
     ) -> Vec<Change> {
         let mut out = Vec::new();
-        for (&ordinal, own) in &model.devices {
+        for (&ordinal, own) in held {
             let Some(i) = self
                 .lookup(process, ordinal)
                 .filter(|&i| only.is_none_or(|o| o == i))

@@ -63,7 +63,17 @@ impl Ends {
         let Some(event) = self.last.get(i).copied().flatten() else {
             return;
         };
-        let changes = run.devices.release(i, &run.processes[i], only);
+        // Its tensors leave the run's allocated layer too, on the same GPU (the run's
+        // tensor devices are indexed apart).
+        let tensors_only = only.map(|o| {
+            let id = &run.devices.devices[o].0;
+            run.tensors.devices.iter().position(|(t, _)| t == id)
+        });
+        if tensors_only != Some(None) {
+            let own = &run.processes[i].layers.tensors;
+            run.tensors.release(i, own, tensors_only.flatten());
+        }
+        let changes = run.devices.release(i, &run.processes[i].devices, only);
         if changes.is_empty() {
             return;
         }

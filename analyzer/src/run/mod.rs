@@ -7,9 +7,11 @@
 //! A process's memory leaves the run's totals when the process ends ([`ends`]): processes
 //! that ran one after another are never summed as if they had run at once.
 
+mod beside;
 pub mod devices;
 mod ends;
 mod files;
+mod hook_ooms;
 mod progress;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -73,6 +75,9 @@ pub struct LoadOptions {
 struct Source {
     events: Events,
     next: Option<Event>,
+    /// The process whose events these are: a trace's or a snapshot's own, or, for a hook
+    /// snapshot beside the traces, the traced process that wrote it.
+    process: usize,
 }
 
 /// Where a process's events come from. One per file, so the size of the trace reader
@@ -81,6 +86,8 @@ struct Source {
 enum Events {
     Trace(TraceReader<Box<dyn std::io::Read + Send>>),
     Snapshot(SnapshotEvents),
+    /// A hook snapshot's tensors joining a traced process.
+    Beside(beside::Beside),
 }
 
 impl Run {
@@ -91,6 +98,15 @@ impl Run {
         mut each: impl FnMut(&Step),
     ) -> Result<Run, String> {
         let files = input::trace_files(paths)?;
+        // Where the PyTorch hook's files lie beside the traces: the directories read (a
+        // pack's, unpacked, too), not those of trace files named one by one.
+        let mut hook_dirs: Vec<PathBuf> = files
+            .iter()
+            .filter(|f| !paths.contains(f))
+            .filter_map(|f| f.parent().map(PathBuf::from))
+            .collect();
+        hook_dirs.sort();
+        hook_dirs.dedup();
         let total: u64 = files
             .iter()
             .filter_map(|f| std::fs::metadata(f).ok())
@@ -112,6 +128,7 @@ impl Run {
                         sources.push(Source {
                             events: Events::Snapshot(snap),
                             next: None,
+                            process: sources.len(),
                         });
                     }
                     Err(message) => unreadable.push(TraceError {
@@ -140,10 +157,19 @@ impl Run {
                     sources.push(Source {
                         events: Events::Trace(reader),
                         next: None,
+                        process: sources.len(),
                     });
                 }
                 Err(e) => unreadable.push(e),
             }
+        }
+        // Sources past the processes' own: hook snapshots joining a traced process.
+        for b in beside::hook_snapshots(&hook_dirs, &processes, &mut notes) {
+            sources.push(Source {
+                process: b.process,
+                events: Events::Beside(b),
+                next: None,
+            });
         }
         let (origins, start_unix_ns) = clock(&processes);
         let mut run = Run {
@@ -166,7 +192,31 @@ impl Run {
         }
         let mut ends = ends::Ends::default();
         let mut applied: u64 = 0;
-        while let Some(Reverse((time, what, i))) = queue.pop() {
+        // Processes that are over (at their end record; a cut trace at its last event): a
+        // hook snapshot's tensors timed after that (clocks a little apart) would outlive
+        // the process.
+        let mut over = vec![false; run.processes.len()];
+        // The hook snapshot joining each process, whose clock its trace checks.
+        let mut beside_of: Vec<Option<usize>> = vec![None; run.processes.len()];
+        for (k, x) in sources.iter().enumerate() {
+            if matches!(x.events, Events::Beside(_)) {
+                beside_of[x.process] = Some(k);
+            }
+        }
+        let mut joined = beside::Joined::new(
+            run.processes.len(),
+            sources
+                .iter()
+                .filter(|x| matches!(x.events, Events::Beside(_)))
+                .map(|x| x.process),
+        );
+        while let Some(Reverse((time, what, s))) = queue.pop() {
+            // An end is queued with its process; an event with its source.
+            let i = if what == ends::END {
+                s
+            } else {
+                sources[s].process
+            };
             if what == ends::EVENT {
                 run.last_read = run.last_read.max(time);
             }
@@ -174,40 +224,47 @@ impl Run {
                 continue;
             }
             if what == ends::END {
+                over[i] = true;
                 ends.release(&mut run, i, None, time, &mut each);
                 continue;
             }
-            let event = sources[i]
+            let event = sources[s]
                 .next
                 .take()
                 .expect("a queued source has an event");
-            run.processes[i].apply(&event);
-            ends.starting(&mut run, i, time, &mut each);
-            let model = &run.processes[i];
-            run.devices.apply(i, &model.header, time, model.changes());
-            run.tensors
-                .apply(i, &model.header, time, model.tensor_changes());
-            run.end_time = run.end_time.max(time);
-            each(&Step {
-                process: i,
-                event: &event,
-                time,
-                model,
-                changes: model.changes(),
-                devices: &run.devices,
-                tensors: &run.tensors,
-                ended: false,
-            });
-            match run.pull(&mut sources, i) {
-                Some(t) => queue.push(Reverse((t, ends::EVENT, i))),
+            let beside = matches!(sources[s].events, Events::Beside(_));
+            let (admitted, withdrawn) = joined.admit(i, beside, &event);
+            if let Some(note) = joined.note(i, &run.processes[i]) {
+                run.notes.push(note);
+            }
+            for free in withdrawn {
+                run.replay(&mut ends, i, time, &free, &mut each);
+            }
+            if over[i] || !admitted {
+                if let Some(t) = run.pull(&mut sources, s) {
+                    queue.push(Reverse((t, ends::EVENT, s)));
+                }
+                continue;
+            }
+            run.replay(&mut ends, i, time, &event, &mut each);
+            if let (false, Some(k)) = (beside, beside_of[i]) {
+                if let Events::Beside(b) = &mut sources[k].events {
+                    b.check_clock(&event);
+                }
+            }
+            match run.pull(&mut sources, s) {
+                Some(t) => queue.push(Reverse((t, ends::EVENT, s))),
+                None if beside => {}
                 None => {
                     // A snapshot is the state at its dump, not a process that ended.
-                    let end = match &sources[i].events {
+                    let end = match &sources[s].events {
                         Events::Trace(r) => r.notes.end.as_ref().map(|e| e.t),
-                        Events::Snapshot(_) => None,
+                        _ => None,
                     };
-                    if let Some(t) = ends.ran_out(&run, i, event, time, end) {
-                        queue.push(Reverse((t, ends::END, i)));
+                    // The process is over at its end record, or, cut, at its last event.
+                    match ends.ran_out(&run, i, event, time, end) {
+                        Some(t) => queue.push(Reverse((t, ends::END, i))),
+                        None => over[i] = true,
                     }
                 }
             }
@@ -228,20 +285,61 @@ impl Run {
                     model.notes.end = Some(snap.end());
                     model.stacks = std::mem::take(&mut snap.stacks);
                 }
+                Events::Beside(_) => {}
             }
+        }
+        for source in &mut sources {
+            if let Events::Beside(b) = &mut source.events {
+                run.processes[source.process].stacks.merge(b.take_stacks());
+                run.notes.extend(b.clock_note());
+            }
+        }
+        for model in &mut run.processes {
             model.finish();
         }
         run.devices.finish();
         run.tensors.finish();
+        hook_ooms::attach(&hook_dirs, &mut run);
         Ok(run)
     }
 
+    /// Applies `event` to process `i` at run time `time`, and to the run's totals; `each`
+    /// sees it.
+    fn replay(
+        &mut self,
+        ends: &mut ends::Ends,
+        i: usize,
+        time: u64,
+        event: &Event,
+        each: &mut impl FnMut(&Step),
+    ) {
+        self.processes[i].apply(event);
+        ends.starting(self, i, time, each);
+        let model = &self.processes[i];
+        self.devices.apply(i, &model.header, time, model.changes());
+        self.tensors
+            .apply(i, &model.header, time, model.tensor_changes());
+        self.end_time = self.end_time.max(time);
+        each(&Step {
+            process: i,
+            event,
+            time,
+            model,
+            changes: model.changes(),
+            devices: &self.devices,
+            tensors: &self.tensors,
+            ended: false,
+        });
+    }
+
     /// Reads the next event of source `i` into it; returns its run time.
-    fn pull(&mut self, sources: &mut [Source], i: usize) -> Option<u64> {
-        let source = &mut sources[i];
+    fn pull(&mut self, sources: &mut [Source], s: usize) -> Option<u64> {
+        let source = &mut sources[s];
+        let i = source.process;
         let next = match &mut source.events {
             Events::Trace(reader) => reader.next_event(),
             Events::Snapshot(snap) => Ok(snap.next_event()),
+            Events::Beside(b) => Ok(b.next_event()),
         };
         match next {
             Ok(Some(event)) => {

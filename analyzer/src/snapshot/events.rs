@@ -9,9 +9,10 @@
 //! back), and handed out first, at the window's first time. So views see absolute memory,
 //! not memory relative to the window's start. A tensor counts from its `alloc` to its
 //! `free_completed`, as memory_viz's Active Memory Timeline counts it, by its requested
-//! size; its block size is known where the final segments hold it, and 0 (unknown)
-//! otherwise.
+//! size; its block size is the final segments' where they hold it, else read off the
+//! segments' layout at its `alloc` ([`super::block_sizes`]), else 0 (unknown).
 
+use super::block_sizes::Layout;
 use super::frames::readable;
 use super::model::{Action, BlockState, DeviceSnapshot, Frame, Snapshot};
 use crate::model::Map;
@@ -20,6 +21,11 @@ use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 
 /// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
 const OUT_OF_MEMORY: i32 = 2;
+
+/// Where the frame addresses and stack ids of a snapshot joining a trace begin: a trace's
+/// node ids count up from 1, its native addresses are user-space ones (below 2^47) and its
+/// Python frames' synthetic addresses have bit 63 set, so none lies in [2^62, 2^63).
+pub const BESIDE_IDS: u64 = 1 << 62;
 
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
@@ -39,13 +45,25 @@ impl SnapshotEvents {
         Ok(SnapshotEvents::new(path, &snap, all_frames))
     }
 
+    /// Reads the snapshot at `path` to join the trace of the process that wrote it: its
+    /// frame addresses and stack ids start at [`BESIDE_IDS`], clear of the trace's own.
+    pub fn open_beside(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
+        let snap = super::read::read_snapshot(path)?;
+        Ok(SnapshotEvents::build(path, &snap, all_frames, BESIDE_IDS))
+    }
+
     pub fn new(path: &Path, snap: &Snapshot, all_frames: bool) -> SnapshotEvents {
+        SnapshotEvents::build(path, snap, all_frames, 0)
+    }
+
+    fn build(path: &Path, snap: &Snapshot, all_frames: bool, base: u64) -> SnapshotEvents {
         let origin_us = snap
             .devices
             .iter()
             .flat_map(|d| d.trace.iter().filter_map(|e| e.time_us))
             .min();
         let mut b = Builder {
+            base,
             stacks: StackTable::default(),
             frames: Map::default(),
             nodes: Map::default(),
@@ -54,8 +72,14 @@ impl SnapshotEvents {
             notes: Vec::new(),
             origin_us: origin_us.unwrap_or(0),
         };
+        let expandable = snap
+            .devices
+            .iter()
+            .flat_map(|d| &d.segments)
+            .any(|s| s.is_expandable);
         for d in &snap.devices {
-            b.device(path, d);
+            let layout = Layout::new(snap.allocator_settings.as_ref(), expandable);
+            b.device(path, d, layout);
         }
         // Devices are merged by time; within a time, each device's order is kept.
         b.events.sort_by_key(|e| e.t);
@@ -104,6 +128,17 @@ impl SnapshotEvents {
         Some(e)
     }
 
+    /// The segments the history saw allocated (`segment_alloc`, `segment_map`), not yet
+    /// read: (address, size, time). Those alive before the history are not among them
+    /// (their time is the history's start, not theirs).
+    pub fn segments_ahead(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.events
+            .as_slice()
+            .iter()
+            .filter(|e| e.api == Api::CudaMalloc && e.ok() && e.stream.is_some())
+            .map(|e| (e.addr, e.size, e.t))
+    }
+
     /// The end record a snapshot stands for: it was written whole.
     pub fn end(&self) -> End {
         End {
@@ -132,6 +167,9 @@ struct Alive {
 }
 
 struct Builder {
+    /// Added to every frame address and stack id: 0 for a snapshot of its own,
+    /// [`BESIDE_IDS`] for one joining its process's trace.
+    base: u64,
     stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
     nodes: Map<(u64, u64), u64>,
@@ -152,7 +190,7 @@ impl Builder {
                 r.line,
                 r.name.to_string(),
             );
-            let next_ip = self.frames.len() as u64 + 1;
+            let next_ip = self.base + self.frames.len() as u64 + 1;
             let ip = *self.frames.entry(key).or_insert_with(|| {
                 self.stacks.add_frame(vramtrace_schema::Frame {
                     ip: next_ip,
@@ -165,7 +203,7 @@ impl Builder {
                 });
                 next_ip
             });
-            let next_id = self.nodes.len() as u64 + 1;
+            let next_id = self.base + self.nodes.len() as u64 + 1;
             node = *self.nodes.entry((node, ip)).or_insert_with(|| {
                 self.stacks.add_node(Node {
                     id: next_id,
@@ -178,7 +216,7 @@ impl Builder {
         node
     }
 
-    fn device(&mut self, path: &Path, d: &DeviceSnapshot) {
+    fn device(&mut self, path: &Path, d: &DeviceSnapshot, mut layout: Layout) {
         let dev = d.device as i32;
         // The final state.
         let mut segments: Map<u64, u64> = Map::default();
@@ -251,6 +289,16 @@ impl Builder {
                 unknown
             ));
         }
+        // Block sizes the history does not give: from the layout of the segments then.
+        for (&addr, &size) in &segments {
+            layout.segment_alloc(addr, size);
+        }
+        for &addr in alive.keys() {
+            layout.taken(addr);
+        }
+        for (&addr, a) in alive.iter_mut().filter(|(_, a)| a.size == 0) {
+            a.size = layout.before_history(addr, a.requested);
+        }
         let first = d.trace.iter().find_map(|e| e.time_us);
         let start = self.time(first.unwrap_or(self.origin_us));
         let mut before: Vec<(u64, u64)> = segments.into_iter().collect();
@@ -275,6 +323,7 @@ impl Builder {
             let stream = Some(e.stream);
             match e.action {
                 Action::SegmentAlloc | Action::SegmentMap => {
+                    layout.segment_alloc(e.addr, e.size);
                     let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
                     ev.addr = e.addr;
                     ev.size = e.size;
@@ -282,17 +331,21 @@ impl Builder {
                     self.events.push(ev);
                 }
                 Action::SegmentFree | Action::SegmentUnmap => {
+                    layout.segment_free(e.addr);
                     let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
                     ev.addr = e.addr;
                     self.events.push(ev);
                 }
                 Action::Alloc => {
                     let stack = self.stack(&e.frames);
-                    let mut ev = block_alloc(t, dev, e.addr, sizes[i], e.size, stack);
+                    let inferred = layout.alloc(e.addr, e.size);
+                    let size = if sizes[i] > 0 { sizes[i] } else { inferred };
+                    let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
                     ev.stream = stream;
                     self.events.push(ev);
                 }
                 Action::FreeCompleted => {
+                    layout.free(e.addr);
                     let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
                     ev.addr = e.addr;
                     self.events.push(ev);

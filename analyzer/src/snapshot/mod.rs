@@ -2,6 +2,7 @@
 //! (reserved, allocated, requested, fragmentation), a timeline anchored at the snapshot,
 //! and a writer for pytorch.org/memory_viz.
 
+pub mod block_sizes;
 pub mod events;
 pub mod figures;
 pub mod frames;

@@ -1,6 +1,7 @@
 //! `leaks`: memory never freed, grouped by process, device and allocating group. In a
 //! trace without an end line (a killed process) it is what was live when it stopped.
 
+use super::layer::Layer;
 use super::stacks::{self, ShownFrame};
 use crate::model::Block;
 use crate::model::Map;
@@ -13,7 +14,15 @@ pub struct Leaks {
     pub format: &'static str,
     pub version: u32,
     pub start_unix_ns: u64,
-    /// Device memory never freed (pinned host memory and managed pools apart).
+    /// The layer the view answers at (`allocated` where the run has tensors, or as
+    /// `--layer` asked): the text lists it first, `flamegraph --leaks` draws it. Both
+    /// layers' figures are here whatever it is.
+    pub layer: &'static str,
+    /// Whether the text lists the other layer after it (no `--layer` given).
+    #[serde(skip)]
+    pub both_layers: bool,
+    /// The reserved layer: device memory never freed (pinned host memory and managed pools
+    /// apart).
     pub leaked_bytes: u64,
     pub leaked_blocks: u64,
     pub leaked_pinned_host_bytes: u64,
@@ -116,7 +125,13 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
     groups
 }
 
+/// The leaks at the default layer (tensors where the run has them).
 pub fn build(run: &Run) -> Leaks {
+    build_at(run, None)
+}
+
+/// `layer`: the one asked for (`--layer`); by default tensors where the run has them.
+pub fn build_at(run: &Run, layer: Option<Layer>) -> Leaks {
     let groups = grouped(run, |p| {
         p.live_blocks()
             .map(|b: &Block| Held {
@@ -147,6 +162,8 @@ pub fn build(run: &Run) -> Leaks {
         format: "vramtrace-leaks",
         version: super::JSON_VERSION,
         start_unix_ns: run.start_unix_ns,
+        layer: Layer::of(run, layer).name(),
+        both_layers: layer.is_none(),
         leaked_bytes: device.iter().map(|g| g.bytes).sum(),
         leaked_blocks: device.iter().map(|g| g.blocks).sum(),
         leaked_pinned_host_bytes: groups

@@ -3,13 +3,14 @@
 //! blocks inside them (without annotations, each allocation is one block filling its
 //! segment), and the most recent events become the snapshot's trace entries.
 
+use super::layer::Layer;
 use crate::model::Map;
 use crate::run::{Run, Step};
 use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEntry};
 use crate::views::stacks;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use vramtrace_schema::{Api, Op};
+use vramtrace_schema::Op;
 
 /// Trace entries kept per device, as PyTorch's `max_entries`: the newest win.
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
@@ -25,6 +26,10 @@ struct Pending {
     entry: TraceEntry,
     process: usize,
     stack: u64,
+    /// For an `oom` entry, the process's failure it is (where the model kept it): its
+    /// `device_free` is the driver's figure at it, by the rule every view uses, once the
+    /// run is read (the hook's figures join after the replay).
+    failure: Option<usize>,
 }
 
 pub struct MemoryVizBuilder {
@@ -34,6 +39,8 @@ pub struct MemoryVizBuilder {
     blocks: Vec<Map<u64, Live>>,
     annotated: Vec<bool>,
     entries: Map<i32, VecDeque<Pending>>,
+    /// `--layer reserved`: annotated blocks are left out, every allocation is one block.
+    reserved_only: bool,
 }
 
 impl MemoryVizBuilder {
@@ -44,6 +51,16 @@ impl MemoryVizBuilder {
             blocks: Vec::new(),
             annotated: Vec::new(),
             entries: Map::default(),
+            reserved_only: false,
+        }
+    }
+
+    /// A builder at `layer`: the allocated layer's blocks where the run has them (the
+    /// default), or, for the reserved layer, each allocation as one block.
+    pub fn at_layer(max_entries: usize, layer: Layer) -> Self {
+        MemoryVizBuilder {
+            reserved_only: layer == Layer::Reserved,
+            ..MemoryVizBuilder::new(max_entries)
         }
     }
 
@@ -56,6 +73,7 @@ impl MemoryVizBuilder {
             entry,
             process,
             stack,
+            failure: None,
         });
     }
 
@@ -97,9 +115,11 @@ impl MemoryVizBuilder {
         let device_memory = e.kind().is_device_memory();
         match e.api.op() {
             Op::Alloc if device_memory && !e.ok() => {
-                let mut oom = entry(Action::Oom, 0, e.size);
-                oom.device_free = s.model.last_meminfo.map(|m| m.0);
-                self.push(e.dev, p, e.stack, oom);
+                self.push(e.dev, p, e.stack, entry(Action::Oom, 0, e.size));
+                let kept = s.model.failures.len() as u64 == s.model.counts.failed_allocations;
+                if let Some(last) = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut()) {
+                    last.failure = kept.then(|| s.model.failures.len() - 1);
+                }
             }
             Op::Alloc if device_memory => {
                 let live = Live {
@@ -118,17 +138,6 @@ impl MemoryVizBuilder {
                     self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
                 }
             }
-            Op::Meminfo if e.api == Api::ProbeMeminfo && e.ok() => {
-                // The driver's figure at a failure is the one asked right after it (as
-                // the model keeps it), not the program's last answer, maybe from long
-                // before.
-                let last = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut());
-                if let Some(last) = last.filter(|l| l.process == p) {
-                    if last.entry.action == Action::Oom && e.free.is_some() {
-                        last.entry.device_free = e.free;
-                    }
-                }
-            }
             Op::Free if e.ok() => {
                 if let Some(seg) = self.segments[p].remove(&e.addr) {
                     if !self.annotated[p] {
@@ -142,7 +151,7 @@ impl MemoryVizBuilder {
                     );
                 }
             }
-            Op::BlockAlloc => {
+            Op::BlockAlloc if !self.reserved_only => {
                 self.annotated[p] = true;
                 let live = Live {
                     size: e.size,
@@ -152,7 +161,7 @@ impl MemoryVizBuilder {
                 self.blocks[p].insert(e.addr, live);
                 self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
             }
-            Op::BlockFree => {
+            Op::BlockFree if !self.reserved_only => {
                 if let Some(b) = self.blocks[p].remove(&e.addr) {
                     self.push_free(b.dev, p, b.stack, |a| entry(a, e.addr, b.size));
                 }
@@ -236,6 +245,11 @@ impl MemoryVizBuilder {
                     .into_iter()
                     .map(|pending| TraceEntry {
                         frames: frames_of(pending.process, pending.stack),
+                        device_free: pending
+                            .failure
+                            .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
+                            .and_then(|f| f.driver_at_failure())
+                            .map(|d| d.free),
                         ..pending.entry
                     })
                     .collect();

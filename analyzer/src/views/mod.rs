@@ -2,6 +2,7 @@
 //! (serialisable as the `--json` output, keys in docs/json.md); `render/` formats them.
 
 pub mod groups;
+pub mod layer;
 pub mod leaks;
 pub mod marks;
 pub mod moments;

@@ -5,7 +5,9 @@
 //! is held by things vramtrace does not see: CUDA contexts, libraries, other programs).
 
 use super::groups::{self, Group};
+use super::layer::Layer;
 use crate::errors;
+use crate::model::{DriverFigure, DriverSource};
 use crate::run::{Run, Step};
 use serde::Serialize;
 use vramtrace_schema::{Api, Event, Op};
@@ -32,9 +34,19 @@ struct Pending {
 pub struct OomWatch {
     meminfo: Vec<Option<Meminfo>>,
     pending: Vec<Pending>,
+    /// The layer asked for (`--layer`).
+    layer: Option<Layer>,
 }
 
 impl OomWatch {
+    /// A watch whose post-mortems answer at `layer` (by default, tensors where known).
+    pub fn at_layer(layer: Option<Layer>) -> Self {
+        OomWatch {
+            layer,
+            ..OomWatch::default()
+        }
+    }
+
     pub fn step(&mut self, step: &Step) {
         if step.ended {
             return;
@@ -101,7 +113,7 @@ impl OomWatch {
         let failures = self
             .pending
             .into_iter()
-            .map(|p| postmortem(run, p))
+            .map(|p| postmortem(run, p, self.layer))
             .collect();
         OomView {
             format: "vramtrace-oom",
@@ -122,6 +134,13 @@ pub struct OomView {
 
 #[derive(Serialize)]
 pub struct Postmortem {
+    /// The layer the post-mortem answers at: `allocated` where the tensors at the failure
+    /// are known (and `--layer reserved` was not asked), else `reserved`. Both layers'
+    /// figures are here whatever it is; the text lists this one first.
+    pub layer: &'static str,
+    /// Whether the text lists the other layer after it (no `--layer` given).
+    #[serde(skip)]
+    pub both_layers: bool,
     pub pid: u32,
     pub rank: Option<String>,
     pub time_ns: u64,
@@ -146,15 +165,22 @@ pub struct Postmortem {
     pub tensor_groups: Vec<Group>,
     /// Their requested bytes summed; null where tensors are not known.
     pub tensor_bytes: Option<u64>,
+    /// The device layer: this process's memory on the device by NVML's last sample before
+    /// the failure (CUDA context included); null without samples.
+    pub device_bytes: Option<u64>,
     /// How many groups it held there, all of them.
     pub live_group_count: u64,
     /// Other traced processes on the same GPU.
     pub other_processes: Vec<OtherProcess>,
     pub other_processes_bytes: u64,
-    /// The last `cuMemGetInfo` answer before the failure (null if the program never asked).
+    /// The driver's figure at the failure, by the rule every view uses
+    /// ([`crate::model::DriverFigure`]): vramtrace's question right after it, else PyTorch's
+    /// figure at it, else the program's last answer before it; null without any.
     pub driver_free_bytes: Option<u64>,
     pub driver_total_bytes: Option<u64>,
     pub driver_report_time_ns: Option<u64>,
+    /// Which of the three it is: `probe`, `pytorch` or `last_answer`.
+    pub driver_figure: Option<DriverSource>,
     /// Memory the driver counted as used but no traced allocation explains (contexts,
     /// libraries, other programs), from that answer.
     pub untraced_bytes: Option<u64>,
@@ -240,7 +266,7 @@ pub fn judge(f: Figures) -> (Verdict, Option<u64>, Option<u64>) {
     (verdict, Some(untraced), Some(estimated_free))
 }
 
-fn postmortem(run: &Run, p: Pending) -> Postmortem {
+fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
     let model = &run.processes[p.process];
     let f = &model.failures[p.failure];
     let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
@@ -249,11 +275,25 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
     let tensor_bytes = f
         .allocator
         .map(|_| tensor_groups.iter().map(|g| g.bytes).sum());
+    // The driver's figure by the one rule every view uses; what the traced processes held
+    // when it was taken is the watch's where it was an answer the trace holds, else (PyTorch's
+    // figure, taken at the failure) what they held at the failure.
+    let figure = f.driver_at_failure();
+    let at_failure = |d: DriverFigure| {
+        d.total
+            .map(|total| (d.free, total, f.reserved_on_device + others_bytes, p.time))
+    };
+    let driver = match (figure, p.meminfo) {
+        (Some(d), _) if d.source == DriverSource::Pytorch => at_failure(d),
+        (Some(_), Some(m)) => Some((m.free, m.total, m.traced, m.time)),
+        (Some(d), None) => at_failure(d),
+        (None, _) => None,
+    };
     let figures = Figures {
         requested: f.requested,
         own: f.reserved_on_device,
         others: others_bytes,
-        driver: p.meminfo.map(|m| (m.free, m.total, m.traced)),
+        driver: driver.map(|(free, total, traced, _)| (free, total, traced)),
     };
     let (mut verdict, untraced, estimated_free) = judge(figures);
     if let Some(a) = f.allocator {
@@ -270,7 +310,13 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         _ => super::oom_words::explain(verdict, &figures, untraced, &live_groups),
     };
     let advice = super::oom_words::advice(verdict);
+    let shown = match (layer, tensor_bytes) {
+        (Some(Layer::Reserved), _) | (_, None) => Layer::Reserved,
+        _ => Layer::Allocated,
+    };
     Postmortem {
+        layer: shown.name(),
+        both_layers: layer.is_none(),
         pid: model.header.pid,
         rank: model.rank().map(str::to_string),
         time_ns: p.time,
@@ -289,6 +335,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         live_groups,
         tensor_groups,
         tensor_bytes,
+        device_bytes: f.device_used,
         other_processes: p
             .others
             .iter()
@@ -298,9 +345,10 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
             })
             .collect(),
         other_processes_bytes: others_bytes,
-        driver_free_bytes: p.meminfo.map(|m| m.free).or(f.device_free),
-        driver_total_bytes: p.meminfo.map(|m| m.total),
-        driver_report_time_ns: p.meminfo.map(|m| m.time),
+        driver_free_bytes: figure.map(|d| d.free),
+        driver_total_bytes: figure.and_then(|d| d.total),
+        driver_report_time_ns: driver.map(|d| d.3).or(figure.map(|_| p.time)),
+        driver_figure: figure.map(|d| d.source),
         untraced_bytes: untraced,
         estimated_free_bytes: estimated_free,
         allocator: f.allocator,

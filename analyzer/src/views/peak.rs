@@ -8,23 +8,7 @@ use crate::model::DeviceUsage;
 use crate::run::{Run, RunGroupKey};
 use serde::Serialize;
 
-/// Which layer a view answers at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Layer {
-    /// Tensors (blocks handed out inside reserved memory), by requested bytes.
-    Allocated,
-    /// Device memory held from the driver.
-    Reserved,
-}
-
-impl Layer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Allocated => "allocated",
-            Layer::Reserved => "reserved",
-        }
-    }
-}
+pub use super::layer::Layer;
 
 #[derive(Serialize)]
 pub struct PeakView {

@@ -7,6 +7,7 @@
 //! to the process of its host and pid (any host for an old name) whose trace started last
 //! before the snapshot's own last entry.
 
+use crate::model::ProcessModel;
 use crate::run::Run;
 use std::path::PathBuf;
 
@@ -73,10 +74,19 @@ pub(crate) fn writer(name: &str) -> Option<(Option<String>, u32)> {
 /// The process of `run` that wrote `file`, whose snapshot's last entry is at `time_us`
 /// (wall clock, when it has one).
 pub fn owner(run: &Run, file: &SnapshotFile, time_us: Option<u64>) -> Option<usize> {
-    let candidates = run.processes.iter().enumerate().filter(|(_, m)| {
+    owner_of(&run.processes, file, time_us)
+}
+
+/// [`owner`] among `processes`, before a run is made of them.
+pub fn owner_of(
+    processes: &[ProcessModel],
+    file: &SnapshotFile,
+    time_us: Option<u64>,
+) -> Option<usize> {
+    let candidates = processes.iter().enumerate().filter(|(_, m)| {
         m.header.pid == file.pid && file.host.as_ref().is_none_or(|h| *h == m.header.host)
     });
-    let started = |i: &usize| run.processes[*i].header.start_unix_ns;
+    let started = |i: &usize| processes[*i].header.start_unix_ns;
     let all: Vec<usize> = candidates.map(|(i, _)| i).collect();
     let before = time_us.map(|t| t.saturating_mul(1000));
     all.iter()

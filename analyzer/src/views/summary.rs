@@ -2,6 +2,7 @@
 //! physical device the run's totals (processes sharing it summed on the common clock).
 
 use super::groups::{self, Group};
+use super::layer::Layer;
 use crate::errors;
 use crate::model::ProcessModel;
 use crate::run::Run;
@@ -110,14 +111,21 @@ pub struct FailureSummary {
     pub result: i32,
     pub result_name: String,
     pub reserved_bytes: u64,
+    /// The driver's figure at the failure ([`crate::model::DriverFigure`]: the same in
+    /// every view), and where it comes from.
     pub driver_free_bytes: Option<u64>,
     pub driver_total_bytes: Option<u64>,
+    pub driver_figure: Option<crate::model::DriverSource>,
 }
 
 #[derive(Serialize)]
 pub struct RunDeviceSummary {
     pub host: String,
     pub gpu: String,
+    /// The layer the text lists the groups at the peak of: `allocated` (`tensors_at_peak`)
+    /// where this GPU has tensors and `--layer reserved` was not asked, else `reserved`
+    /// (`at_peak`).
+    pub layer: &'static str,
     /// Processes that held memory on it.
     pub pids: Vec<u32>,
     pub peak_reserved_bytes: u64,
@@ -138,7 +146,13 @@ pub fn leaked(p: &ProcessModel) -> (u64, u64) {
         .fold((0, 0), |(n, bytes), b| (n + 1, bytes + b.size))
 }
 
+/// The summary at the default layer (tensors where known).
 pub fn build(run: &Run) -> Summary {
+    build_at(run, None)
+}
+
+/// `layer`: the one whose groups the text lists at each GPU's peak (`--layer`).
+pub fn build_at(run: &Run, layer: Option<Layer>) -> Summary {
     let processes: Vec<ProcessSummary> = run
         .processes
         .iter()
@@ -157,9 +171,14 @@ pub fn build(run: &Run) -> Summary {
                 .collect();
             pids.sort_unstable();
             let tensors = run.tensors.devices.iter().find(|(t, _)| t == id);
+            let shown = match (layer, tensors) {
+                (Some(Layer::Reserved), _) | (_, None) => Layer::Reserved,
+                _ => Layer::Allocated,
+            };
             RunDeviceSummary {
                 host: id.host.clone(),
                 gpu: id.gpu.clone(),
+                layer: shown.name(),
                 pids,
                 peak_reserved_bytes: usage.peak_reserved,
                 peak_time_ns: usage.peak_t,
@@ -266,8 +285,9 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
                 result: f.event.res,
                 result_name: errors::name(f.event.api, f.event.res),
                 reserved_bytes: f.reserved_on_device,
-                driver_free_bytes: f.last_meminfo.map(|m| m.0).or(f.device_free),
-                driver_total_bytes: f.last_meminfo.map(|m| m.1),
+                driver_free_bytes: f.driver_at_failure().map(|d| d.free),
+                driver_total_bytes: f.driver_at_failure().and_then(|d| d.total),
+                driver_figure: f.driver_at_failure().map(|d| d.source),
             })
             .collect(),
     }

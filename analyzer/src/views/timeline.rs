@@ -352,6 +352,20 @@ impl TimelineBuilder {
     }
 }
 
+impl Timeline {
+    /// Keeps the series of one layer (`--layer`): `allocated` keeps the tensors' series
+    /// (`allocated`, and `allocated_pytorch` from a snapshot beside the traces),
+    /// `reserved` the reserved bytes'. Without it every layer is kept, each series naming
+    /// its own.
+    pub fn keep_layer(&mut self, layer: super::layer::Layer) {
+        let keep: &[&str] = match layer {
+            super::layer::Layer::Allocated => &["allocated", "allocated_pytorch"],
+            super::layer::Layer::Reserved => &["reserved"],
+        };
+        self.series.retain(|s| keep.contains(&s.layer));
+    }
+}
+
 fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
     match key {
         Key::Layer(p, ordinal, layer) => TimelineSeries {

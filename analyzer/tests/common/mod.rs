@@ -236,3 +236,70 @@ pub fn python_list(script: &str, args: &[&Path]) -> Vec<Value> {
         other => panic!("not a JSON list: {other:?}"),
     }
 }
+
+/// An independent replay of block sizes, as `torch.cuda.max_memory_allocated()` counts:
+/// each `alloc` takes the start of the free block running to the next allocated block (or
+/// the segment's end) and splits off the rest only when it is worth keeping (small pool:
+/// 512 bytes or more; large: more than 1 MiB). It checks itself: every block still alive at
+/// the end must come out at the size the final segments give it (`wrong` 0).
+pub const BLOCK_SIZES: &str = r#"
+import json, pickle, sys, bisect
+snap = pickle.load(open(sys.argv[1], "rb"))
+settings = snap.get("allocator_settings", {}) if isinstance(snap, dict) else {}
+MAX_SPLIT = settings.get("max_split_size", -1)
+MAX_SPLIT = (1 << 64) if MAX_SPLIT is None or MAX_SPLIT < 0 else MAX_SPLIT
+def rounded(n):
+    return 512 if n < 512 else (n + 511) // 512 * 512
+def block_size(free, r):
+    # The caching allocator splits the free block it takes when the rest is worth keeping.
+    rest = free - r
+    if r <= 1 << 20:
+        return r if rest >= 512 else free
+    return r if r < MAX_SPLIT and rest > 1 << 20 else free
+result = []
+for dev, trace in enumerate(snap["device_traces"]):
+    if not trace:
+        continue
+    segs, alive, final = {}, {}, {}
+    for s in snap["segments"]:
+        if s["device"] != dev:
+            continue
+        segs[s["address"]] = s["total_size"]
+        for b in s["blocks"]:
+            if b["state"] != "inactive":
+                alive[b["address"]] = (b["requested_size"], b["size"])
+                final[b["address"]] = b["size"]
+    for e in reversed(trace):
+        a = e["action"]
+        if a in ("segment_alloc", "segment_map"): del segs[e["addr"]]
+        elif a in ("segment_free", "segment_unmap"): segs[e["addr"]] = e["size"]
+        elif a == "alloc": del alive[e["addr"]]
+        elif a == "free_completed": alive[e["addr"]] = (e["size"], None)
+    unknown = sum(1 for r, s in alive.values() if s is None)
+    size_of = {a: s for a, (r, s) in alive.items()}
+    live = sum(s or 0 for s in size_of.values())
+    peak = live
+    checked = wrong = 0
+    for i, e in enumerate(trace):
+        a = e["action"]
+        if a in ("segment_alloc", "segment_map"): segs[e["addr"]] = e["size"]
+        elif a in ("segment_free", "segment_unmap"): del segs[e["addr"]]
+        elif a == "alloc":
+            addr = e["addr"]
+            seg = max(s for s in segs if s <= addr)
+            end = seg + segs[seg]
+            nxt = min([b for b in size_of if addr < b < end] + [end])
+            s = block_size(nxt - addr, rounded(e["size"]))
+            size_of[addr] = s
+            live += s
+        elif a == "free_completed":
+            live -= size_of.pop(e["addr"]) or 0
+        peak = max(peak, live)
+    for addr, s in size_of.items():
+        if addr in final and s is not None:
+            checked += 1
+            wrong += s != final[addr]
+    result.append({"device": dev, "peak_allocated": peak, "unknown_before": unknown,
+                   "checked": checked, "wrong": wrong})
+print(json.dumps(result))
+"#;
