@@ -11,10 +11,18 @@
 //! `free_completed`, as memory_viz's Active Memory Timeline counts it, by its requested
 //! size; its block size is known where the final segments hold it, and 0 (unknown)
 //! otherwise.
+//!
+//! The history is streamed from the decoded pickle (`history.rs`), never copied into the
+//! snapshot model: each device is a cursor that turns its next entry into events when
+//! the replay asks, and the devices are merged by time. A frame list becomes a stack once,
+//! however many entries share it.
 
 use super::frames::readable;
-use super::model::{Action, BlockState, DeviceSnapshot, Frame, Snapshot};
+use super::history::{self, FrameReader, HistoryEntry};
+use super::model::{Action, BlockState, Frame, Snapshot};
+use super::pickle::{Pickle, Value};
 use crate::model::Map;
+use std::collections::VecDeque;
 use std::path::Path;
 use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 
@@ -24,83 +32,106 @@ const OUT_OF_MEMORY: i32 = 2;
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
     pub header: Header,
+    /// The stacks events point at: complete once `next_event` has returned `None`.
     pub stacks: StackTable,
     /// Where the history and the final segments disagree, or the history says it is cut.
     pub notes: Vec<String>,
-    events: std::vec::IntoIter<Event>,
+    pickle: Pickle,
+    devices: Vec<Cursor>,
+    builder: Builder,
     count: u64,
     last_t: u64,
+}
+
+/// One device's events: those alive before the history, then its entries in order.
+struct Cursor {
+    dev: i32,
+    /// The device's list of entries in the pickle.
+    list: Option<Value>,
+    next: usize,
+    /// The clock: entries without `time_us` keep the last time.
+    t: u64,
+    /// Block sizes of the allocations still alive at the end, by entry index.
+    sizes: Map<usize, u64>,
+    pending: VecDeque<Event>,
 }
 
 impl SnapshotEvents {
     /// Reads the snapshot at `path`. The error names the file.
     pub fn open(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
-        let snap = super::read::read_snapshot(path)?;
-        Ok(SnapshotEvents::new(path, &snap, all_frames))
-    }
-
-    pub fn new(path: &Path, snap: &Snapshot, all_frames: bool) -> SnapshotEvents {
-        let origin_us = snap
-            .devices
-            .iter()
-            .flat_map(|d| d.trace.iter().filter_map(|e| e.time_us))
-            .min();
-        let mut b = Builder {
+        let pickle = super::read::read_pickle(path)?;
+        let at = |e: String| format!("{}: {e}", path.display());
+        let snap = super::read::model_of(&pickle, false).map_err(at)?;
+        let traces = history::device_traces(&pickle).map_err(at)?;
+        // Every entry read once here, so that a malformed one refuses the file now.
+        let mut origin_us: Option<i64> = None;
+        for (device, &list) in traces.iter().enumerate() {
+            for (j, &e) in pickle.seq(list).unwrap_or_default().iter().enumerate() {
+                let h = history::entry(&pickle, e).map_err(|msg| {
+                    at(format!(
+                        "not a PyTorch memory snapshot: device_traces[{device}][{j}]: {msg}"
+                    ))
+                })?;
+                origin_us = match (origin_us, h.time_us) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        let mut builder = Builder {
             stacks: StackTable::default(),
             frames: Map::default(),
             nodes: Map::default(),
+            lists: Map::default(),
+            reader: FrameReader::default(),
             all_frames,
-            events: Vec::new(),
-            notes: Vec::new(),
             origin_us: origin_us.unwrap_or(0),
         };
-        for d in &snap.devices {
-            b.device(path, d);
-        }
-        // Devices are merged by time; within a time, each device's order is kept.
-        b.events.sort_by_key(|e| e.t);
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let header = Header {
-            format: vramtrace_schema::FORMAT_NAME.into(),
-            version: vramtrace_schema::FORMAT_VERSION,
-            pid: name.as_deref().and_then(pid_of).unwrap_or(0),
-            ppid: 0,
-            // Each snapshot is its own "host": its device ordinals are its own, and its
-            // clock is the wall clock (`time_us`).
-            host: name.clone().unwrap_or_default(),
-            argv: Vec::new(),
-            exe: path.display().to_string(),
-            start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
-            start_mono_ns: 0,
-            env: name
-                .as_deref()
-                .and_then(crate::views::ranks::rank_in_name)
-                .map(|r| ("RANK".to_string(), r))
-                .into_iter()
-                .collect(),
-            settings: Settings {
-                output: String::new(),
-                children: false,
-                flush_ms: 0,
-                stack_depth: 0,
-                python: true,
-            },
-            interposer: "pytorch-snapshot".into(),
-        };
-        let last_t = b.events.last().map_or(0, |e| e.t);
-        SnapshotEvents {
+        let mut notes = Vec::new();
+        let devices = snap
+            .devices
+            .iter()
+            .map(|d| {
+                let list = usize::try_from(d.device)
+                    .ok()
+                    .and_then(|i| traces.get(i).copied());
+                builder.cursor(path, &pickle, &snap, d.device, list, &mut notes)
+            })
+            .collect();
+        let header = header(path, origin_us);
+        Ok(SnapshotEvents {
             header,
-            stacks: b.stacks,
-            notes: b.notes,
+            stacks: StackTable::default(),
+            notes,
+            pickle,
+            devices,
+            builder,
             count: 0,
-            last_t,
-            events: b.events.into_iter(),
-        }
+            last_t: 0,
+        })
     }
 
+    /// The next event in time order: devices merged by time, each device's order kept
+    /// (the lower ordinal first at equal times).
     pub fn next_event(&mut self) -> Option<Event> {
-        let e = self.events.next()?;
+        let mut best: Option<(u64, usize)> = None;
+        for i in 0..self.devices.len() {
+            let c = &mut self.devices[i];
+            c.fill(&self.pickle, &mut self.builder);
+            if let Some(e) = c.pending.front() {
+                if best.is_none_or(|(t, _)| e.t < t) {
+                    best = Some((e.t, i));
+                }
+            }
+        }
+        let Some((_, i)) = best else {
+            // Stacks are made as entries are read: whole once the history is.
+            self.stacks = std::mem::take(&mut self.builder.stacks);
+            return None;
+        };
+        let e = self.devices[i].pending.pop_front()?;
         self.count += 1;
+        self.last_t = e.t;
         Some(e)
     }
 
@@ -112,6 +143,37 @@ impl SnapshotEvents {
             reason: "snapshot".into(),
             queue_peak_bytes: None,
         }
+    }
+}
+
+fn header(path: &Path, origin_us: Option<i64>) -> Header {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    Header {
+        format: vramtrace_schema::FORMAT_NAME.into(),
+        version: vramtrace_schema::FORMAT_VERSION,
+        pid: name.as_deref().and_then(pid_of).unwrap_or(0),
+        ppid: 0,
+        // Each snapshot is its own "host": its device ordinals are its own, and its
+        // clock is the wall clock (`time_us`).
+        host: name.clone().unwrap_or_default(),
+        argv: Vec::new(),
+        exe: path.display().to_string(),
+        start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
+        start_mono_ns: 0,
+        env: name
+            .as_deref()
+            .and_then(crate::views::ranks::rank_in_name)
+            .map(|r| ("RANK".to_string(), r))
+            .into_iter()
+            .collect(),
+        settings: Settings {
+            output: String::new(),
+            children: false,
+            flush_ms: 0,
+            stack_depth: 0,
+            python: true,
+        },
+        interposer: "pytorch-snapshot".into(),
     }
 }
 
@@ -135,10 +197,21 @@ struct Builder {
     stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
     nodes: Map<(u64, u64), u64>,
+    /// Stack ids by frame list (its object in the pickle).
+    lists: Map<usize, u64>,
+    reader: FrameReader,
     all_frames: bool,
-    events: Vec<Event>,
-    notes: Vec<String>,
     origin_us: i64,
+}
+
+/// The entries of `list`, in order.
+fn entries(p: &Pickle, list: Option<Value>) -> &[Value] {
+    list.and_then(|l| p.seq(l)).unwrap_or_default()
+}
+
+/// Entry `e`, read once already when the file was opened.
+fn read(p: &Pickle, e: Value) -> Option<HistoryEntry> {
+    history::entry(p, e).ok()
 }
 
 impl Builder {
@@ -178,12 +251,37 @@ impl Builder {
         node
     }
 
-    fn device(&mut self, path: &Path, d: &DeviceSnapshot) {
-        let dev = d.device as i32;
+    /// The stack id of frame list `v`, read once per list.
+    fn stack_of(&mut self, p: &Pickle, v: Option<Value>) -> u64 {
+        let id = match v {
+            Some(Value::List(id) | Value::Tuple(id)) => id,
+            _ => return 0,
+        };
+        if let Some(&s) = self.lists.get(&id) {
+            return s;
+        }
+        let frames = self.reader.frames(p, v);
+        let s = self.stack(&frames);
+        self.lists.insert(id, s);
+        s
+    }
+
+    /// Device `device`'s cursor: the final state rewound through its history `list`, and
+    /// what was alive before the history, queued first.
+    fn cursor(
+        &mut self,
+        path: &Path,
+        p: &Pickle,
+        snap: &Snapshot,
+        device: i64,
+        list: Option<Value>,
+        notes: &mut Vec<String>,
+    ) -> Cursor {
+        let dev = device as i32;
         // The final state.
         let mut segments: Map<u64, u64> = Map::default();
         let mut alive: Map<u64, Alive> = Map::default();
-        for s in &d.segments {
+        for s in snap.device(device).map_or(&[][..], |d| &d.segments) {
             segments.insert(s.address, s.total_size);
             for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
                 let stack = self.stack(&b.frames);
@@ -200,9 +298,13 @@ impl Builder {
         }
         // Rewound through the history: block sizes of the allocations still alive at the
         // end, and what was alive before the first entry.
-        let mut sizes = vec![0u64; d.trace.len()];
+        let trace = entries(p, list);
+        let mut sizes = Map::default();
         let mut disagree = 0u64;
-        for (i, e) in d.trace.iter().enumerate().rev() {
+        let mut first_us = None;
+        for (i, &v) in trace.iter().enumerate().rev() {
+            let Some(e) = read(p, v) else { continue };
+            first_us = e.time_us.or(first_us);
             match e.action {
                 Action::SegmentAlloc | Action::SegmentMap => {
                     disagree += segments.remove(&e.addr).is_none() as u64;
@@ -211,7 +313,9 @@ impl Builder {
                     segments.insert(e.addr, e.size);
                 }
                 Action::Alloc => match alive.remove(&e.addr) {
-                    Some(a) => sizes[i] = a.size,
+                    Some(a) => {
+                        sizes.insert(i, a.size);
+                    }
                     None => disagree += 1,
                 },
                 Action::FreeCompleted => {
@@ -230,93 +334,120 @@ impl Builder {
             }
         }
         if disagree > 0 {
-            self.notes.push(format!(
+            notes.push(format!(
                 "note: {}: device {}: {} history entries do not match the final segments (the file was edited, or entries were dropped)",
                 path.display(),
-                d.device,
+                device,
                 disagree
             ));
         }
         let alive_before = !segments.is_empty() || !alive.is_empty();
-        if !d.trace.is_empty() && alive_before {
+        if !trace.is_empty() && alive_before {
             // A ring buffer that wrapped, or recording turned on late: the views still
             // count what was alive before, from the final segments.
             let unknown = alive.values().filter(|a| a.freed_inside).count();
-            self.notes.push(format!(
+            notes.push(format!(
                 "note: {}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
                 path.display(),
-                d.device,
+                device,
                 crate::units::count(segments.len() as u64, "segment"),
                 crate::units::count(alive.len() as u64, "tensor"),
                 unknown
             ));
         }
-        let first = d.trace.iter().find_map(|e| e.time_us);
-        let start = self.time(first.unwrap_or(self.origin_us));
+        let start = self.time(first_us.unwrap_or(self.origin_us));
+        let mut pending = VecDeque::new();
         let mut before: Vec<(u64, u64)> = segments.into_iter().collect();
         before.sort_unstable();
         for (addr, size) in before {
             let mut e = Event::new(start, 0, dev, Api::CudaMalloc, 0);
             e.addr = addr;
             e.size = size;
-            self.events.push(e);
+            pending.push_back(e);
         }
         let mut tensors: Vec<(u64, Alive)> = alive.into_iter().collect();
         tensors.sort_unstable_by_key(|t| t.0);
         for (addr, a) in tensors {
-            self.events
-                .push(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
+            pending.push_back(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
         }
-        let mut t = start;
-        for (i, e) in d.trace.iter().enumerate() {
-            if let Some(us) = e.time_us {
-                t = t.max(self.time(us));
-            }
-            let stream = Some(e.stream);
-            match e.action {
-                Action::SegmentAlloc | Action::SegmentMap => {
-                    let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
-                    ev.addr = e.addr;
-                    ev.size = e.size;
-                    ev.stream = stream;
-                    self.events.push(ev);
-                }
-                Action::SegmentFree | Action::SegmentUnmap => {
-                    let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
-                    ev.addr = e.addr;
-                    self.events.push(ev);
-                }
-                Action::Alloc => {
-                    let stack = self.stack(&e.frames);
-                    let mut ev = block_alloc(t, dev, e.addr, sizes[i], e.size, stack);
-                    ev.stream = stream;
-                    self.events.push(ev);
-                }
-                Action::FreeCompleted => {
-                    let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
-                    ev.addr = e.addr;
-                    self.events.push(ev);
-                }
-                Action::Oom => {
-                    let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
-                    ev.size = e.size;
-                    ev.stream = stream;
-                    ev.stack = self.stack(&e.frames);
-                    self.events.push(ev);
-                    if let Some(free) = e.device_free {
-                        let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);
-                        probe.free = Some(free);
-                        self.events.push(probe);
-                    }
-                }
-                _ => {}
-            }
+        Cursor {
+            dev,
+            list,
+            next: 0,
+            t: start,
+            sizes,
+            pending,
         }
     }
 
     /// Epoch microseconds as ns since the snapshot's first entry.
     fn time(&self, us: i64) -> u64 {
         (us.saturating_sub(self.origin_us)).max(0) as u64 * 1000
+    }
+}
+
+impl Cursor {
+    /// Reads entries until one gives events, or the history ends.
+    fn fill(&mut self, p: &Pickle, b: &mut Builder) {
+        let trace = entries(p, self.list);
+        while self.pending.is_empty() && self.next < trace.len() {
+            let i = self.next;
+            self.next += 1;
+            if let Some(e) = read(p, trace[i]) {
+                self.entry(p, b, i, &e);
+            }
+        }
+        if self.next >= trace.len() {
+            self.list = None;
+        }
+    }
+
+    fn entry(&mut self, p: &Pickle, b: &mut Builder, i: usize, e: &HistoryEntry) {
+        let dev = self.dev;
+        if let Some(us) = e.time_us {
+            self.t = self.t.max(b.time(us));
+        }
+        let t = self.t;
+        let stream = Some(e.stream);
+        match e.action {
+            Action::SegmentAlloc | Action::SegmentMap => {
+                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
+                ev.addr = e.addr;
+                ev.size = e.size;
+                ev.stream = stream;
+                self.pending.push_back(ev);
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
+                ev.addr = e.addr;
+                self.pending.push_back(ev);
+            }
+            Action::Alloc => {
+                let stack = b.stack_of(p, e.frames);
+                let size = self.sizes.get(&i).copied().unwrap_or(0);
+                let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
+                ev.stream = stream;
+                self.pending.push_back(ev);
+            }
+            Action::FreeCompleted => {
+                let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
+                ev.addr = e.addr;
+                self.pending.push_back(ev);
+            }
+            Action::Oom => {
+                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
+                ev.size = e.size;
+                ev.stream = stream;
+                ev.stack = b.stack_of(p, e.frames);
+                self.pending.push_back(ev);
+                if let Some(free) = e.device_free {
+                    let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);
+                    probe.free = Some(free);
+                    self.pending.push_back(probe);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

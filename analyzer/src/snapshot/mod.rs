@@ -5,6 +5,7 @@
 pub mod events;
 pub mod figures;
 pub mod frames;
+pub mod history;
 pub mod model;
 pub mod pickle;
 pub mod read;
