@@ -38,6 +38,7 @@ fn entry(action: Action, addr: u64, size: u64, time_us: i64) -> TraceEntry {
         stream: 0,
         time_us: Some(time_us),
         device_free: None,
+        extra: Default::default(),
         frames: vec![frame("train.py", 7, "step"), frame("run.py", 1, "<module>")],
     }
 }
@@ -54,6 +55,7 @@ fn model() -> Snapshot {
         stream: 0,
         segment_type: kind.into(),
         is_expandable: false,
+        segment_pool_id: None,
         frames: vec![],
         blocks,
     };

@@ -106,7 +106,9 @@ impl Run {
                 match SnapshotEvents::open(&file, all_frames) {
                     Ok(snap) => {
                         notes.extend(snap.notes.iter().cloned());
-                        processes.push(ProcessModel::new(file, snap.header.clone()));
+                        let mut model = ProcessModel::new(file, snap.header.clone());
+                        model.history_truncated = snap.history_truncated.clone();
+                        processes.push(model);
                         sources.push(Source {
                             events: Events::Snapshot(snap),
                             next: None,

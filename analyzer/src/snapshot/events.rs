@@ -36,6 +36,8 @@ pub struct SnapshotEvents {
     pub stacks: StackTable,
     /// Where the history and the final segments disagree, or the history says it is cut.
     pub notes: Vec<String>,
+    /// The flags by which the file says its history was cut short (empty: it does not).
+    pub history_truncated: Vec<String>,
     pickle: Pickle,
     devices: Vec<Cursor>,
     builder: Builder,
@@ -88,6 +90,13 @@ impl SnapshotEvents {
             origin_us: origin_us.unwrap_or(0),
         };
         let mut notes = Vec::new();
+        if !snap.history_truncated.is_empty() {
+            notes.push(format!(
+                "note: {}: the snapshot says its history was truncated ({}): entries before it are missing, what they left alive is rebuilt from the final segments",
+                path.display(),
+                snap.history_truncated.join(", ")
+            ));
+        }
         let devices = snap
             .devices
             .iter()
@@ -103,6 +112,7 @@ impl SnapshotEvents {
             header,
             stacks: StackTable::default(),
             notes,
+            history_truncated: snap.history_truncated.clone(),
             pickle,
             devices,
             builder,

@@ -22,6 +22,17 @@ pub struct HistoryEntry {
     pub frames: Option<Value>,
 }
 
+/// The keys [`entry`] reads; the model keeps the others as they are.
+pub const KNOWN_KEYS: [&str; 7] = [
+    "action",
+    "addr",
+    "size",
+    "stream",
+    "time_us",
+    "device_free",
+    "frames",
+];
+
 /// `d[key]` as an unsigned integer; absent and `None` are `None`.
 pub fn u64_of(p: &Pickle, d: Value, key: &str) -> Result<Option<u64>, String> {
     match p.get(d, key) {

@@ -160,6 +160,9 @@ impl Reader<'_> {
                 }
             }
         }
+        if snap.generation != Generation::SegmentList {
+            self.host_and_flags(&mut snap);
+        }
         for d in &mut snap.devices {
             d.segments.sort_by_key(|s| s.address);
         }
@@ -202,6 +205,7 @@ impl Reader<'_> {
             stream: self.u64_of(s, "stream")?.unwrap_or(0),
             segment_type: segment_type.to_string(),
             is_expandable: matches!(p.get(s, "is_expandable"), Some(Value::Bool(true))),
+            segment_pool_id: self.pool_id(s),
             frames: self.frames(p.get(s, "frames"))?,
             blocks: Vec::new(),
         };
@@ -271,7 +275,71 @@ impl Reader<'_> {
             time_us: h.time_us,
             device_free: h.device_free,
             frames: self.frames(h.frames)?,
+            extra: self.extra(e)?,
         })
+    }
+
+    /// `segment_pool_id`: a pair of integers.
+    fn pool_id(&self, s: Value) -> Option<(i64, i64)> {
+        let p = self.p;
+        let pair = p.seq(p.get(s, "segment_pool_id")?)?;
+        let [a, b] = pair else { return None };
+        let int = |v: Value| p.int(v).and_then(|i| i64::try_from(i).ok());
+        Some((int(*a)?, int(*b)?))
+    }
+
+    /// The keys of entry `e` that [`history::entry`] does not read, as JSON.
+    fn extra(&mut self, e: Value) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        let p = self.p;
+        let mut out = serde_json::Map::new();
+        for &(k, v) in p.dict(e).unwrap_or_default().iter() {
+            if p.str(k).is_some_and(|k| history::KNOWN_KEYS.contains(&k)) {
+                continue;
+            }
+            let key = self.text(k)?;
+            let value = to_json(p, v, 0, &mut self.budget)?;
+            out.insert(key, value);
+        }
+        Ok(out)
+    }
+
+    /// `host_segments` and `host_traces` (pinned host memory), and the flags that say the
+    /// history was cut. Host memory in a shape this reader does not know is left out
+    /// rather than refusing the file: the device's memory is what the views are for.
+    fn host_and_flags(&mut self, snap: &mut Snapshot) {
+        let p = self.p;
+        let root = p.root;
+        if let Some(list) = p.get(root, "host_segments").and_then(|v| p.seq(v)) {
+            for &s in list {
+                if let Ok((_, seg, _)) = self.segment(s) {
+                    snap.host_segments.push(seg);
+                }
+            }
+        }
+        if let Some(list) = p.get(root, "host_traces").and_then(|v| p.seq(v)) {
+            // One list of entries, or one per device.
+            let mut entries: Vec<Value> = Vec::new();
+            for &v in list {
+                match p.seq(v) {
+                    Some(inner) => entries.extend_from_slice(inner),
+                    None => entries.push(v),
+                }
+            }
+            for e in entries {
+                if self.spend(1).is_err() {
+                    break;
+                }
+                if let Ok(entry) = self.entry(e) {
+                    snap.host_traces.push(entry);
+                }
+            }
+        }
+        for (k, v) in p.dict(root).unwrap_or_default().iter() {
+            let Some(key) = p.str(*k) else { continue };
+            if key.contains("truncated") && truthy(p, *v) {
+                snap.history_truncated.push(key.to_string());
+            }
+        }
     }
 
     fn frames(&mut self, v: Option<Value>) -> Result<Vec<Frame>, String> {
@@ -291,6 +359,17 @@ impl Reader<'_> {
             }
             _ => to_json(self.p, v, 0, &mut self.budget)?.to_string(),
         })
+    }
+}
+
+/// A flag that is set: true, a non-zero number, or a list holding one (a flag per device).
+fn truthy(p: &Pickle, v: Value) -> bool {
+    match v {
+        Value::Bool(b) => b,
+        Value::Int(i) => i != 0,
+        _ => p
+            .seq(v)
+            .is_some_and(|s| s.iter().any(|&x| matches!(x, Value::Bool(true)))),
     }
 }
 

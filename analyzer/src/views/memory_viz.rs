@@ -92,6 +92,7 @@ impl MemoryVizBuilder {
             stream: e.stream.unwrap_or(0),
             time_us,
             device_free: None,
+            extra: Default::default(),
             frames: Vec::new(),
         };
         let device_memory = e.api.kind().is_device_memory();
@@ -222,6 +223,7 @@ impl MemoryVizBuilder {
                         }
                         .into(),
                         is_expandable: false,
+                        segment_pool_id: None,
                         frames: frames_of(p, seg.stack),
                         blocks: with_free_gaps(addr, seg.size, inside),
                     },

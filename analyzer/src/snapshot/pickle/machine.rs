@@ -590,3 +590,73 @@ impl Machine<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Protocol 2 opcodes for `[{k: v, ...}]` (SETITEMS, then APPEND), `more` before STOP.
+    fn list_of_one_dict(pairs: &[(&str, &[u8])], more: &[u8]) -> Vec<u8> {
+        let mut b = b"\x80\x02]q\x00}q\x01(".to_vec();
+        for (k, v) in pairs {
+            b.push(b'X');
+            b.extend((k.len() as u32).to_le_bytes());
+            b.extend(k.as_bytes());
+            b.extend(*v);
+        }
+        b.extend(b"ua");
+        b.extend(more);
+        b.push(b'.');
+        b
+    }
+
+    const ALLOC: &[u8] = b"X\x05\x00\x00\x00alloc";
+
+    #[test]
+    fn an_entry_reads_back_as_the_dict_it_was() {
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01"), ("stream", b"N")],
+            b"",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_some());
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(1));
+        assert_eq!(p.get(d, "stream"), Some(Value::None));
+        assert_eq!(p.str(p.get(d, "action").unwrap()), Some("alloc"));
+        let keys: Vec<&str> = p
+            .dict(d)
+            .unwrap()
+            .iter()
+            .filter_map(|(k, _)| p.str(*k))
+            .collect();
+        assert_eq!(keys, ["addr", "action", "stream"]);
+    }
+
+    #[test]
+    fn a_key_twice_leaves_a_dict_where_the_last_wins() {
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01"), ("addr", b"K\x02")],
+            b"",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_none());
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(2));
+    }
+
+    #[test]
+    fn an_entry_written_to_after_it_was_appended_is_a_dict_again() {
+        // BINGET 1 (the dict), SETITEM size=7, POP.
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01")],
+            b"h\x01X\x04\x00\x00\x00sizeK\x07s0",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_none());
+        assert_eq!(p.get(d, "size").and_then(|v| p.int(v)), Some(7));
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(1));
+        assert_eq!(p.dict(d).unwrap().len(), 3);
+    }
+}
