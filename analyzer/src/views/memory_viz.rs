@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use vramtrace_schema::{Api, Op};
 
-/// Trace entries kept per device, as PyTorch's `max_entries`: the newest win.
+/// Trace entries kept per device, as PyTorch's `max_entries`: the newest win. The
+/// browser viewer slows down and then fails as a history grows (pytorch#158364).
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
 
 struct Live {
@@ -28,7 +29,10 @@ struct Pending {
 }
 
 pub struct MemoryVizBuilder {
+    /// 0: no limit.
     max_entries: usize,
+    /// Entries left out per device (the oldest).
+    dropped: Map<i32, u64>,
     /// Device allocations (segments) and annotated blocks, per process, by address.
     segments: Vec<Map<u64, Live>>,
     blocks: Vec<Map<u64, Live>>,
@@ -40,6 +44,7 @@ impl MemoryVizBuilder {
     pub fn new(max_entries: usize) -> Self {
         MemoryVizBuilder {
             max_entries,
+            dropped: Map::default(),
             segments: Vec::new(),
             blocks: Vec::new(),
             annotated: Vec::new(),
@@ -49,8 +54,9 @@ impl MemoryVizBuilder {
 
     fn push(&mut self, dev: i32, process: usize, stack: u64, entry: TraceEntry) {
         let q = self.entries.entry(dev).or_default();
-        if q.len() == self.max_entries {
+        if self.max_entries > 0 && q.len() == self.max_entries {
             q.pop_front();
+            *self.dropped.entry(dev).or_default() += 1;
         }
         q.push_back(Pending {
             entry,
@@ -70,6 +76,17 @@ impl MemoryVizBuilder {
         for action in [Action::FreeRequested, Action::FreeCompleted] {
             self.push(dev, process, stack, entry(action));
         }
+    }
+
+    /// Per device, in ordinal order: (device, entries kept, entries left out).
+    pub fn entry_counts(&self) -> Vec<(i32, usize, u64)> {
+        let mut out: Vec<(i32, usize, u64)> = self
+            .entries
+            .iter()
+            .map(|(&dev, q)| (dev, q.len(), self.dropped.get(&dev).copied().unwrap_or(0)))
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     pub fn step(&mut self, s: &Step) {
