@@ -17,6 +17,16 @@ pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
     model_of(&p, true).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// [`read_snapshot`] without the frames of trace entries (blocks and segments keep
+/// theirs), for replays that need only sizes and addresses: a million entries of 90
+/// frames each are gigabytes as `Vec<Frame>`s.
+pub fn read_snapshot_without_history_frames(path: &Path) -> Result<Snapshot, String> {
+    let p = read_pickle(path)?;
+    let mut r = reader(&p, true);
+    r.history_frames = false;
+    r.snapshot().map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Decodes the pickle of snapshot file `path`, streamed (decompressed where gzip or
 /// zstd). Errors name the file.
 pub fn read_pickle(path: &Path) -> Result<Pickle, String> {
@@ -54,13 +64,17 @@ pub fn parse_snapshot(data: &[u8]) -> Result<Snapshot, String> {
 /// The snapshot model of a decoded pickle; without `history`, the devices' trace entries
 /// are left in the pickle (the views stream them: `events.rs`).
 pub fn model_of(p: &Pickle, history: bool) -> Result<Snapshot, String> {
+    reader(p, history).snapshot()
+}
+
+fn reader(p: &Pickle, history: bool) -> Reader<'_> {
     Reader {
         p,
         frames: FrameReader::default(),
         budget: expansion_budget(p.len),
         history,
+        history_frames: true,
     }
-    .snapshot()
 }
 
 /// Values (segments, blocks, entries, frames, settings, bytes of copied text) reading may
@@ -80,8 +94,9 @@ struct Reader<'a> {
     frames: FrameReader,
     /// What is left of [`expansion_budget`].
     budget: usize,
-    /// Whether to read the trace entries into the model.
+    /// Whether to read the trace entries into the model, and their frames.
     history: bool,
+    history_frames: bool,
 }
 
 fn not_snapshot(what: String) -> String {
@@ -274,7 +289,10 @@ impl Reader<'_> {
             stream: h.stream,
             time_us: h.time_us,
             device_free: h.device_free,
-            frames: self.frames(h.frames)?,
+            frames: match self.history_frames {
+                true => self.frames(h.frames)?,
+                false => Vec::new(),
+            },
             extra: self.extra(e)?,
         })
     }
