@@ -65,21 +65,6 @@ impl SnapshotEvents {
         let at = |e: String| format!("{}: {e}", path.display());
         let snap = super::read::model_of(&pickle, false).map_err(at)?;
         let traces = history::device_traces(&pickle).map_err(at)?;
-        // Every entry read once here, so that a malformed one refuses the file now.
-        let mut origin_us: Option<i64> = None;
-        for (device, &list) in traces.iter().enumerate() {
-            for (j, &e) in pickle.seq(list).unwrap_or_default().iter().enumerate() {
-                let h = history::entry(&pickle, e).map_err(|msg| {
-                    at(format!(
-                        "not a PyTorch memory snapshot: device_traces[{device}][{j}]: {msg}"
-                    ))
-                })?;
-                origin_us = match (origin_us, h.time_us) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-        }
         let mut builder = Builder {
             stacks: StackTable::default(),
             frames: Map::default(),
@@ -87,8 +72,20 @@ impl SnapshotEvents {
             lists: Map::default(),
             reader: FrameReader::default(),
             all_frames,
-            origin_us: origin_us.unwrap_or(0),
+            origin_us: 0,
         };
+        // Each device's history rewound from its final state; every entry is read here, so
+        // a malformed one refuses the file now.
+        let mut rewound = Vec::new();
+        for d in &snap.devices {
+            let list = usize::try_from(d.device)
+                .ok()
+                .and_then(|i| traces.get(i).copied());
+            let r = builder.rewind(&pickle, &snap, d.device, list).map_err(at)?;
+            rewound.push((d.device, list, r));
+        }
+        let origin_us = rewound.iter().filter_map(|r| r.2.earliest_us).min();
+        builder.origin_us = origin_us.unwrap_or(0);
         let mut notes = Vec::new();
         if !snap.history_truncated.is_empty() {
             notes.push(format!(
@@ -97,15 +94,9 @@ impl SnapshotEvents {
                 snap.history_truncated.join(", ")
             ));
         }
-        let devices = snap
-            .devices
-            .iter()
-            .map(|d| {
-                let list = usize::try_from(d.device)
-                    .ok()
-                    .and_then(|i| traces.get(i).copied());
-                builder.cursor(path, &pickle, &snap, d.device, list, &mut notes)
-            })
+        let devices = rewound
+            .into_iter()
+            .map(|(device, list, r)| builder.cursor(path, device, list, r, &mut notes))
             .collect();
         let header = header(path, origin_us);
         Ok(SnapshotEvents {
@@ -203,6 +194,22 @@ struct Alive {
     freed_inside: bool,
 }
 
+/// A device's final state rewound through its history.
+#[derive(Default)]
+struct Rewound {
+    /// Segments and tensors alive before the first entry, by address.
+    segments: Map<u64, u64>,
+    alive: Map<u64, Alive>,
+    /// Block sizes of the allocations still alive at the end, by entry index.
+    sizes: Map<usize, u64>,
+    /// Entries the final state contradicts.
+    disagree: u64,
+    /// `time_us` of the first entry that has one, and the earliest of all.
+    first_us: Option<i64>,
+    earliest_us: Option<i64>,
+    entries: usize,
+}
+
 struct Builder {
     stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
@@ -276,26 +283,20 @@ impl Builder {
         s
     }
 
-    /// Device `device`'s cursor: the final state rewound through its history `list`, and
-    /// what was alive before the history, queued first.
-    fn cursor(
+    /// Device `device`'s final state rewound through its history `list`.
+    fn rewind(
         &mut self,
-        path: &Path,
         p: &Pickle,
         snap: &Snapshot,
         device: i64,
         list: Option<Value>,
-        notes: &mut Vec<String>,
-    ) -> Cursor {
-        let dev = device as i32;
-        // The final state.
-        let mut segments: Map<u64, u64> = Map::default();
-        let mut alive: Map<u64, Alive> = Map::default();
+    ) -> Result<Rewound, String> {
+        let mut r = Rewound::default();
         for s in snap.device(device).map_or(&[][..], |d| &d.segments) {
-            segments.insert(s.address, s.total_size);
+            r.segments.insert(s.address, s.total_size);
             for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
                 let stack = self.stack(&b.frames);
-                alive.insert(
+                r.alive.insert(
                     b.address,
                     Alive {
                         size: b.size,
@@ -306,31 +307,33 @@ impl Builder {
                 );
             }
         }
-        // Rewound through the history: block sizes of the allocations still alive at the
-        // end, and what was alive before the first entry.
+        // Block sizes of the allocations still alive at the end, and what was alive
+        // before the first entry.
         let trace = entries(p, list);
-        let mut sizes = Map::default();
-        let mut disagree = 0u64;
-        let mut first_us = None;
         for (i, &v) in trace.iter().enumerate().rev() {
-            let Some(e) = read(p, v) else { continue };
-            first_us = e.time_us.or(first_us);
+            let e = history::entry(p, v).map_err(|msg| {
+                format!("not a PyTorch memory snapshot: device_traces[{device}][{i}]: {msg}")
+            })?;
+            if let Some(us) = e.time_us {
+                r.first_us = Some(us);
+                r.earliest_us = Some(r.earliest_us.map_or(us, |m| m.min(us)));
+            }
             match e.action {
                 Action::SegmentAlloc | Action::SegmentMap => {
-                    disagree += segments.remove(&e.addr).is_none() as u64;
+                    r.disagree += r.segments.remove(&e.addr).is_none() as u64;
                 }
                 Action::SegmentFree | Action::SegmentUnmap => {
-                    segments.insert(e.addr, e.size);
+                    r.segments.insert(e.addr, e.size);
                 }
-                Action::Alloc => match alive.remove(&e.addr) {
+                Action::Alloc => match r.alive.remove(&e.addr) {
                     Some(a) => {
-                        sizes.insert(i, a.size);
+                        r.sizes.insert(i, a.size);
                     }
-                    None => disagree += 1,
+                    None => r.disagree += 1,
                 },
                 Action::FreeCompleted => {
                     // Allocated before the window: who allocated it is not known.
-                    alive.insert(
+                    r.alive.insert(
                         e.addr,
                         Alive {
                             size: 0,
@@ -343,31 +346,45 @@ impl Builder {
                 _ => {}
             }
         }
-        if disagree > 0 {
+        r.entries = trace.len();
+        Ok(r)
+    }
+
+    /// Device `device`'s cursor: what was alive before its history, queued first.
+    fn cursor(
+        &mut self,
+        path: &Path,
+        device: i64,
+        list: Option<Value>,
+        r: Rewound,
+        notes: &mut Vec<String>,
+    ) -> Cursor {
+        let dev = device as i32;
+        if r.disagree > 0 {
             notes.push(format!(
                 "note: {}: device {}: {} history entries do not match the final segments (the file was edited, or entries were dropped)",
                 path.display(),
                 device,
-                disagree
+                r.disagree
             ));
         }
-        let alive_before = !segments.is_empty() || !alive.is_empty();
-        if !trace.is_empty() && alive_before {
+        let alive_before = !r.segments.is_empty() || !r.alive.is_empty();
+        if r.entries > 0 && alive_before {
             // A ring buffer that wrapped, or recording turned on late: the views still
             // count what was alive before, from the final segments.
-            let unknown = alive.values().filter(|a| a.freed_inside).count();
+            let unknown = r.alive.values().filter(|a| a.freed_inside).count();
             notes.push(format!(
                 "note: {}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
                 path.display(),
                 device,
-                crate::units::count(segments.len() as u64, "segment"),
-                crate::units::count(alive.len() as u64, "tensor"),
+                crate::units::count(r.segments.len() as u64, "segment"),
+                crate::units::count(r.alive.len() as u64, "tensor"),
                 unknown
             ));
         }
-        let start = self.time(first_us.unwrap_or(self.origin_us));
+        let start = self.time(r.first_us.unwrap_or(self.origin_us));
         let mut pending = VecDeque::new();
-        let mut before: Vec<(u64, u64)> = segments.into_iter().collect();
+        let mut before: Vec<(u64, u64)> = r.segments.into_iter().collect();
         before.sort_unstable();
         for (addr, size) in before {
             let mut e = Event::new(start, 0, dev, Api::CudaMalloc, 0);
@@ -375,7 +392,7 @@ impl Builder {
             e.size = size;
             pending.push_back(e);
         }
-        let mut tensors: Vec<(u64, Alive)> = alive.into_iter().collect();
+        let mut tensors: Vec<(u64, Alive)> = r.alive.into_iter().collect();
         tensors.sort_unstable_by_key(|t| t.0);
         for (addr, a) in tensors {
             pending.push_back(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
@@ -385,7 +402,7 @@ impl Builder {
             list,
             next: 0,
             t: start,
-            sizes,
+            sizes: r.sizes,
             pending,
         }
     }

@@ -3,8 +3,9 @@
 //! and each frame list a memo reference into the file. As a dict of values, one entry
 //! takes ~200 bytes; as [`Entry`], a fixed record with the frame list by id, 56.
 //!
-//! A dict becomes an `Entry` when it is appended to a list (it is complete then, as a
-//! pickler writes it) and it has an `action` string; every key that is not one of the
+//! A dict becomes an `Entry` when it has an `action` string and it is complete: filled
+//! by one SETITEMS while empty (as protocols 1-5 write a small dict), or appended to a list
+//! (as protocol 0, which sets one key at a time, leaves it); every key that is not one of the
 //! known integer fields with an integer value stays in `rest`, a plain dict, so reading
 //! an entry gives back exactly what the file said.
 
@@ -55,7 +56,7 @@ pub type KeyIds = [Option<usize>; KEYS];
 pub fn compact(
     objects: &[Object],
     keys: &mut KeyIds,
-    pairs: &[(Value, Value)],
+    pairs: impl IntoIterator<Item = (Value, Value)>,
     rest: &mut Vec<(Value, Value)>,
 ) -> Option<Entry> {
     let mut e = Entry {
@@ -68,7 +69,7 @@ pub fn compact(
     rest.clear();
     // Slot names met, as values or in `rest`: one met twice leaves the dict a dict.
     let mut met = 0u8;
-    for &(k, v) in pairs {
+    for (k, v) in pairs {
         let Value::Str(kid) = k else {
             rest.push((k, v));
             continue;

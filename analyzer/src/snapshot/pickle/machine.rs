@@ -271,12 +271,12 @@ impl Machine<'_> {
                     m.marked.clear();
                     m.marked.extend([k, v]);
                     let dict = m.peek()?;
-                    m.extend_dict(dict)?;
+                    m.extend_dict(dict, false)?;
                 }
                 b'u' => {
                     m.pop_mark()?;
                     let dict = m.peek()?;
-                    m.extend_dict(dict)?;
+                    m.extend_dict(dict, true)?;
                 }
                 0x8f => {
                     let id = m.alloc(Object::Seq(Vec::new()));
@@ -527,25 +527,58 @@ impl Machine<'_> {
         if pairs.len() > 16 {
             return;
         }
-        let Some(mut e) =
-            entry::compact(&self.objects, &mut self.entry_keys, pairs, &mut self.rest)
-        else {
+        let Some(e) = entry::compact(
+            &self.objects,
+            &mut self.entry_keys,
+            pairs.iter().copied(),
+            &mut self.rest,
+        ) else {
             return;
         };
-        if !self.rest.is_empty() {
-            let rest = self.alloc(Object::Dict(self.rest.clone()));
-            if e.set_rest(rest).is_none() {
-                return;
-            }
+        if let Some(e) = self.with_rest(e) {
+            self.objects[id] = Object::Entry(e);
         }
-        self.objects[id] = Object::Entry(e);
     }
 
-    fn extend_dict(&mut self, target: Value) -> R<()> {
+    /// `e` with the pairs `compact` left in `rest` as a dict of its own.
+    fn with_rest(&mut self, mut e: entry::Entry) -> Option<entry::Entry> {
+        if !self.rest.is_empty() {
+            let rest = self.alloc(Object::Dict(self.rest.clone()));
+            e.set_rest(rest)?;
+        }
+        Some(e)
+    }
+
+    /// SETITEMS filling empty dict `id` with `marked`: an entry if it is one.
+    fn compact_marked(&mut self, id: usize) -> bool {
+        let empty = matches!(&self.objects[id], Object::Dict(d) if d.is_empty());
+        if !empty || self.marked.len() > 32 {
+            return false;
+        }
+        let pairs = self.marked.chunks_exact(2).map(|c| (c[0], c[1]));
+        let Some(e) = entry::compact(&self.objects, &mut self.entry_keys, pairs, &mut self.rest)
+        else {
+            return false;
+        };
+        match self.with_rest(e) {
+            Some(e) => {
+                self.objects[id] = Object::Entry(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn extend_dict(&mut self, target: Value, setitems: bool) -> R<()> {
         let Value::Dict(id) = target else {
             return Err(self.err("SETITEM on something not a dict".into()));
         };
-        let pairs = self.pairs()?;
+        if !self.marked.len().is_multiple_of(2) {
+            return Err(self.err("a dict with an odd number of keys and values".into()));
+        }
+        if setitems && self.compact_marked(id) {
+            return Ok(());
+        }
         // An entry written to after it was appended (only a crafted file does): a dict again.
         let expanded = match &self.objects[id] {
             Object::Entry(e) => {
@@ -561,7 +594,7 @@ impl Machine<'_> {
             self.objects[id] = Object::Dict(pairs);
         }
         match &mut self.objects[id] {
-            Object::Dict(d) => d.extend(pairs),
+            Object::Dict(d) => d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1]))),
             _ => unreachable!("dict ids name dicts"),
         }
         Ok(())
