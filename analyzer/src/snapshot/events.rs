@@ -53,8 +53,9 @@ struct Cursor {
     next: usize,
     /// The clock: entries without `time_us` keep the last time.
     t: u64,
-    /// Block sizes of the allocations still alive at the end, by entry index.
-    sizes: Map<usize, u64>,
+    /// Block sizes of the allocations still alive at the end, by entry index, the next
+    /// first (they are met in order).
+    sizes: Vec<(usize, u64)>,
     pending: VecDeque<Event>,
 }
 
@@ -200,8 +201,8 @@ struct Rewound {
     /// Segments and tensors alive before the first entry, by address.
     segments: Map<u64, u64>,
     alive: Map<u64, Alive>,
-    /// Block sizes of the allocations still alive at the end, by entry index.
-    sizes: Map<usize, u64>,
+    /// Block sizes of the allocations still alive at the end, by entry index (last first).
+    sizes: Vec<(usize, u64)>,
     /// Entries the final state contradicts.
     disagree: u64,
     /// `time_us` of the first entry that has one, and the earliest of all.
@@ -326,9 +327,7 @@ impl Builder {
                     r.segments.insert(e.addr, e.size);
                 }
                 Action::Alloc => match r.alive.remove(&e.addr) {
-                    Some(a) => {
-                        r.sizes.insert(i, a.size);
-                    }
+                    Some(a) => r.sizes.push((i, a.size)),
                     None => r.disagree += 1,
                 },
                 Action::FreeCompleted => {
@@ -451,7 +450,14 @@ impl Cursor {
             }
             Action::Alloc => {
                 let stack = b.stack_of(p, e.frames);
-                let size = self.sizes.get(&i).copied().unwrap_or(0);
+                // Found by the rewind, last first: the next one is at the end.
+                let size = match self.sizes.last() {
+                    Some(&(at, size)) if at == i => {
+                        self.sizes.pop();
+                        size
+                    }
+                    _ => 0,
+                };
                 let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
                 ev.stream = stream;
                 self.pending.push_back(ev);

@@ -74,10 +74,13 @@ pub fn compact(
             rest.push((k, v));
             continue;
         };
-        let Object::Str(name) = &objects[kid] else {
-            return None;
-        };
-        let Some(i) = slot(name) else {
+        // The key objects are memo references to the first entry's, mostly: matched by id
+        // before by text.
+        let known = keys.iter().position(|&k| k == Some(kid));
+        let Some(i) = known.or_else(|| match &objects[kid] {
+            Object::Str(name) => slot(name),
+            _ => None,
+        }) else {
             rest.push((k, v));
             continue;
         };
