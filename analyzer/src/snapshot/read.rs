@@ -1,7 +1,7 @@
 //! From a decoded pickle to the snapshot model, for every generation of the format.
 
 use super::history::{self, FrameReader};
-use super::model::{Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
+use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::io::Read;
 use std::path::Path;
@@ -17,9 +17,9 @@ pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
     model_of(&p, true).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// [`read_snapshot`] without the frames of trace entries (blocks and segments keep
-/// theirs), for replays that need only sizes and addresses: a million entries of 90
-/// frames each are gigabytes as `Vec<Frame>`s.
+/// [`read_snapshot`] without the frames of trace entries other than `oom` entries (blocks
+/// and segments keep theirs), for figures and replays that need only sizes and addresses:
+/// a million entries of 90 frames each are gigabytes as `Vec<Frame>`s.
 pub fn read_snapshot_without_history_frames(path: &Path) -> Result<Snapshot, String> {
     let p = read_pickle(path)?;
     let mut r = reader(&p, true);
@@ -94,7 +94,8 @@ struct Reader<'a> {
     frames: FrameReader,
     /// What is left of [`expansion_budget`].
     budget: usize,
-    /// Whether to read the trace entries into the model, and their frames.
+    /// Whether to read the trace entries into the model, and their frames (`oom`
+    /// entries' always).
     history: bool,
     history_frames: bool,
 }
@@ -282,6 +283,10 @@ impl Reader<'_> {
 
     fn entry(&mut self, e: Value) -> Result<TraceEntry, String> {
         let h = history::entry(self.p, e)?;
+        let frames = match self.history_frames || h.action == Action::Oom {
+            true => self.frames(h.frames)?,
+            false => Vec::new(),
+        };
         Ok(TraceEntry {
             action: h.action,
             addr: h.addr,
@@ -289,10 +294,7 @@ impl Reader<'_> {
             stream: h.stream,
             time_us: h.time_us,
             device_free: h.device_free,
-            frames: match self.history_frames {
-                true => self.frames(h.frames)?,
-                false => Vec::new(),
-            },
+            frames,
             extra: self.extra(e)?,
         })
     }
