@@ -63,6 +63,15 @@ impl SnapshotEvents {
     /// Reads the snapshot at `path`. The error names the file.
     pub fn open(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
         let pickle = super::read::read_pickle(path)?;
+        SnapshotEvents::from_pickle(path, pickle, all_frames)
+    }
+
+    /// The events of a decoded snapshot; `path` names it in notes and errors.
+    pub fn from_pickle(
+        path: &Path,
+        pickle: Pickle,
+        all_frames: bool,
+    ) -> Result<SnapshotEvents, String> {
         let at = |e: String| format!("{}: {e}", path.display());
         let snap = super::read::model_of(&pickle, false).map_err(at)?;
         let traces = history::device_traces(&pickle).map_err(at)?;
