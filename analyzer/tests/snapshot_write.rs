@@ -55,7 +55,8 @@ fn model() -> Snapshot {
         stream: 0,
         segment_type: kind.into(),
         is_expandable: false,
-        segment_pool_id: None,
+        // What the writer puts in every segment: the default pools.
+        segment_pool_id: Some((0, 0)),
         frames: vec![],
         blocks,
     };
