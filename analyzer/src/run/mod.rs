@@ -11,6 +11,7 @@ pub mod devices;
 mod ends;
 mod files;
 mod progress;
+mod snapshots;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
@@ -100,10 +101,21 @@ impl Run {
         let mut unreadable = Vec::new();
         let mut notes = Vec::new();
         let pool = files::Pool::new();
-        for file in files {
-            if input::is_snapshot(&file) {
-                let all_frames = crate::views::stacks::all_frames();
-                match SnapshotEvents::open(&file, all_frames) {
+        let is_snapshot: Vec<bool> = files.iter().map(|f| input::is_snapshot(f)).collect();
+        let snapshot_files: Vec<PathBuf> = files
+            .iter()
+            .zip(&is_snapshot)
+            .filter(|(_, &s)| s)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let mut opened =
+            snapshots::open_all(&snapshot_files, crate::views::stacks::all_frames()).into_iter();
+        for (file, is_snapshot) in files.into_iter().zip(is_snapshot) {
+            if is_snapshot {
+                let events = opened
+                    .next()
+                    .unwrap_or_else(|| Err(format!("{}: not read", file.display())));
+                match events {
                     Ok(snap) => {
                         notes.extend(snap.notes.iter().cloned());
                         let mut model = ProcessModel::new(file, snap.header.clone());
