@@ -15,6 +15,8 @@
 # 3. The analyzer on traces recorded by the `threads` workload: 1M and 10M events, events/s
 #    and peak RSS (/usr/bin/time -v) for summary, timeline and report.
 # 4. Bytes per event, with stacks off and on.
+# 5. whatif replays of a 1M-entry history.
+# 6. Large PyTorch snapshots beside Python's pickle.load (scripts/bench-snapshot.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -172,6 +174,12 @@ WHATIF_REPLAY_EXPANDABLE=$(sed -n 's/.*expandable_segments:True \([0-9.]*\) s.*/
 le "$WHATIF_REPLAY" 2 || miss "whatif: $WHATIF_N entries replayed as recorded in $WHATIF_REPLAY s, reading excluded (target <= 2)"
 le "$WHATIF_REPLAYS" 20 || miss "whatif: the capacity search took $WHATIF_REPLAYS replays (target <= 20)"
 
+# ---- large snapshots ----
+SNAPSHOTS=$(BENCH_MISSED_FILE=$WORK/missed-snapshots scripts/bench-snapshot.sh)
+if [ -f "$WORK/missed-snapshots" ]; then
+    while IFS= read -r m; do MISSED+=("$m"); done < "$WORK/missed-snapshots"
+fi
+
 # ---- verdicts ----
 for depth in $SHALLOW $DEEP; do
     a=$(added "${NS[cuda:off.$depth]}" "${NS[cuda:bare.$depth]}")
@@ -259,6 +267,8 @@ ht_version="not installed"
     echo "| the capacity search ($WHATIF_REPLAYS replays) | $WHATIF_REPLAY_SEARCH s |"
     echo
     echo "Targets: a 1M-entry history replays in 2 s or less (the replay; reading the pickle is the snapshot reader's); the capacity search takes at most 20 replays."
+    echo
+    echo "$SNAPSHOTS"
     echo
     echo "## Targets missed"
     echo

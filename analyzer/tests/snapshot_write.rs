@@ -38,6 +38,7 @@ fn entry(action: Action, addr: u64, size: u64, time_us: i64) -> TraceEntry {
         stream: 0,
         time_us: Some(time_us),
         device_free: None,
+        extra: Default::default(),
         frames: vec![frame("train.py", 7, "step"), frame("run.py", 1, "<module>")],
     }
 }
@@ -54,6 +55,8 @@ fn model() -> Snapshot {
         stream: 0,
         segment_type: kind.into(),
         is_expandable: false,
+        // What the writer puts in every segment: the default pools.
+        segment_pool_id: Some((0, 0)),
         frames: vec![],
         blocks,
     };

@@ -37,6 +37,10 @@ pub struct ExportArgs {
     /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
     #[arg(long)]
     pub force: bool,
+    /// memory-viz: trace entries kept per device, the newest (0 keeps them all; the
+    /// browser viewer slows down past about 100,000).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ENTRIES)]
+    pub max_entries: usize,
     /// Trace files, directories of traces, or PyTorch snapshots.
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
@@ -70,12 +74,15 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
         }
         Format::MemoryViz => {
             let layer = args.layer.unwrap_or(Layer::Allocated);
-            let mut builder = MemoryVizBuilder::at_layer(DEFAULT_MAX_ENTRIES, layer);
+            let mut builder = MemoryVizBuilder::at_layer(args.max_entries, layer);
             let run = common::load(&args.paths, Default::default(), |s| builder.step(s))?;
             let mut out = out;
             (
                 run,
                 Box::new(move |r| {
+                    for line in kept_lines(&builder.entry_counts()) {
+                        eprintln!("vramtrace: {line}");
+                    }
                     let bytes = memory_viz_bytes(&builder.finish(r));
                     out.write_all(&bytes)?;
                     out.flush()
@@ -102,4 +109,23 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
     }
     finish(&run).map_err(io)?;
     Ok(common::status(&run))
+}
+
+/// What the memory-viz export kept of each device's history: one line per device.
+fn kept_lines(counts: &[(i32, usize, u64)]) -> Vec<String> {
+    let entries = |n: u64| format!("{n} trace {}", if n == 1 { "entry" } else { "entries" });
+    counts
+        .iter()
+        .map(|&(dev, kept, dropped)| {
+            let total = kept as u64 + dropped;
+            if dropped == 0 {
+                format!("memory-viz: device {dev}: kept all {}", entries(total))
+            } else {
+                format!(
+                    "memory-viz: device {dev}: kept the newest {} of {total}, left out the oldest {dropped} (--max-entries 0 keeps them all)",
+                    entries(kept as u64),
+                )
+            }
+        })
+        .collect()
 }

@@ -4,7 +4,8 @@
 use super::common;
 use crate::render::escape::terminal;
 use crate::snapshot::frames::{readable, Readable};
-use crate::snapshot::{figures, read_snapshot, timeline, DeviceSnapshot, Frame, Generation};
+use crate::snapshot::read::read_snapshot_without_history_frames;
+use crate::snapshot::{figures, timeline, DeviceSnapshot, Frame, Generation};
 use crate::units::{self, bytes};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -25,7 +26,8 @@ pub struct SnapshotArgs {
 const FRAMES_SHOWN: usize = 12;
 
 pub fn snapshot(args: SnapshotArgs) -> Result<i32, String> {
-    let snap = read_snapshot(&args.path)?;
+    // The history's frames are shown for its `oom` entries only.
+    let snap = read_snapshot_without_history_frames(&args.path)?;
     for d in &snap.devices {
         for what in crate::snapshot::figures::impossible(d, &figures(d)) {
             eprintln!(

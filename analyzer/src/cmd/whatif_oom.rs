@@ -77,10 +77,15 @@ pub fn avoided_line(v: &Value) -> Option<String> {
 /// failure of a snapshot's process on a device is that device's n-th `oom` entry.
 pub fn add_avoided_by(run: &crate::run::Run, failures: &mut [crate::views::oom::Postmortem]) {
     for process in &run.processes {
-        if !crate::input::is_snapshot(&process.path) {
+        let failed = failures
+            .iter()
+            .any(|f| f.pid == process.header.pid && f.host == process.header.host);
+        if !failed || !crate::input::is_snapshot(&process.path) {
             continue;
         }
-        let Ok(snap) = crate::snapshot::read_snapshot(&process.path) else {
+        // Read again for the replay, which needs no frames.
+        let Ok(snap) = crate::snapshot::read::read_snapshot_without_history_frames(&process.path)
+        else {
             continue;
         };
         let replays = oom_replays(&snap);

@@ -47,6 +47,8 @@ pub struct ProcessModel {
     /// Time of the last event (ns since the trace start).
     pub last_t: u64,
     pub notes: ReadNotes,
+    /// A PyTorch snapshot's flags saying its history was cut short (empty: not said).
+    pub history_truncated: Vec<String>,
     /// The allocated and device layers.
     pub layers: Layers,
     /// Frames and stack nodes of the trace (complete once the replay has finished).
@@ -88,6 +90,7 @@ impl ProcessModel {
             last_meminfo: None,
             last_t: 0,
             notes: ReadNotes::default(),
+            history_truncated: Vec::new(),
             layers: Layers::default(),
             stacks: StackTable::default(),
             names: Map::default(),

@@ -98,6 +98,12 @@ pub fn text(s: &Summary) -> String {
             units::count(p.leaked_blocks, "block"),
             units::bytes(p.leaked_bytes)
         );
+        if p.history_truncated == Some(true) {
+            let _ = writeln!(
+                o,
+                "  history truncated: the snapshot says entries before its first were dropped; what they left alive is rebuilt from its final segments"
+            );
+        }
         if p.calls_not_recorded > 0 {
             let _ = writeln!(
                 o,

@@ -160,7 +160,7 @@ pub fn hook_snapshots(
         let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;
         let on_trace = |t: u64| u64::try_from((t as i128 + shift).max(0)).unwrap_or(u64::MAX);
         let mut segments: crate::model::Map<(u64, u64), Vec<u64>> = Default::default();
-        for (addr, size, t) in snap.segments_ahead().take(CLOCK_CHECKS) {
+        for (addr, size, t) in snap.segments_ahead().into_iter().take(CLOCK_CHECKS) {
             // In time order: each list stays sorted.
             segments.entry((addr, size)).or_default().push(on_trace(t));
         }

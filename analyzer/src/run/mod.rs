@@ -13,6 +13,7 @@ mod ends;
 mod files;
 mod hook_ooms;
 mod progress;
+mod snapshots;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
@@ -118,13 +119,26 @@ impl Run {
         let mut unreadable = Vec::new();
         let mut notes = Vec::new();
         let pool = files::Pool::new();
-        for file in files {
-            if input::is_snapshot(&file) {
-                let all_frames = crate::views::stacks::all_frames();
-                match SnapshotEvents::open(&file, all_frames) {
+        let is_snapshot: Vec<bool> = files.iter().map(|f| input::is_snapshot(f)).collect();
+        let snapshot_files: Vec<PathBuf> = files
+            .iter()
+            .zip(&is_snapshot)
+            .filter(|(_, &s)| s)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let mut opened =
+            snapshots::open_all(&snapshot_files, crate::views::stacks::all_frames()).into_iter();
+        for (file, is_snapshot) in files.into_iter().zip(is_snapshot) {
+            if is_snapshot {
+                let events = opened
+                    .next()
+                    .unwrap_or_else(|| Err(format!("{}: not read", file.display())));
+                match events {
                     Ok(snap) => {
                         notes.extend(snap.notes.iter().cloned());
-                        processes.push(ProcessModel::new(file, snap.header.clone()));
+                        let mut model = ProcessModel::new(file, snap.header.clone());
+                        model.history_truncated = snap.history_truncated.clone();
+                        processes.push(model);
                         sources.push(Source {
                             events: Events::Snapshot(snap),
                             next: None,

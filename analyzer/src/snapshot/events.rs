@@ -11,132 +11,199 @@
 //! `free_completed`, as memory_viz's Active Memory Timeline counts it, by its requested
 //! size; its block size is the final segments' where they hold it, else read off the
 //! segments' layout at its `alloc` ([`super::block_sizes`]), else 0 (unknown).
+//!
+//! The history is streamed from the decoded pickle (`history.rs`), never copied into the
+//! snapshot model: each device is a cursor that turns its next entry into events when
+//! the replay asks, and the devices are merged by time. A frame list becomes a stack once,
+//! however many entries share it.
 
 use super::block_sizes::Layout;
 use super::frames::readable;
-use super::model::{Action, BlockState, DeviceSnapshot, Frame, Snapshot};
+use super::history::{self, FrameReader, HistoryEntry};
+use super::model::{Action, BlockState, Frame, Snapshot};
+use super::pickle::{Pickle, Value};
 use crate::model::Map;
+use std::collections::VecDeque;
 use std::path::Path;
 use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
-
-/// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
-const OUT_OF_MEMORY: i32 = 2;
 
 /// Where the frame addresses and stack ids of a snapshot joining a trace begin: a trace's
 /// node ids count up from 1, its native addresses are user-space ones (below 2^47) and its
 /// Python frames' synthetic addresses have bit 63 set, so none lies in [2^62, 2^63).
 pub const BESIDE_IDS: u64 = 1 << 62;
 
+/// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
+const OUT_OF_MEMORY: i32 = 2;
+
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
     pub header: Header,
+    /// The stacks events point at: complete once `next_event` has returned `None`.
     pub stacks: StackTable,
     /// Where the history and the final segments disagree, or the history says it is cut.
     pub notes: Vec<String>,
-    events: std::vec::IntoIter<Event>,
+    /// The flags by which the file says its history was cut short (empty: it does not).
+    pub history_truncated: Vec<String>,
+    pickle: Pickle,
+    devices: Vec<Cursor>,
+    builder: Builder,
     count: u64,
     last_t: u64,
+}
+
+/// One device's events: those alive before the history, then its entries in order.
+struct Cursor {
+    dev: i32,
+    /// The device's list of entries in the pickle.
+    list: Option<Value>,
+    next: usize,
+    /// The clock: entries without `time_us` keep the last time.
+    t: u64,
+    /// Block sizes of the allocations still alive at the end, by entry index, the next
+    /// first (they are met in order).
+    sizes: Vec<(usize, u64)>,
+    /// The segments' layout as the history goes, for the block sizes the file leaves out.
+    layout: Layout,
+    pending: VecDeque<Event>,
 }
 
 impl SnapshotEvents {
     /// Reads the snapshot at `path`. The error names the file.
     pub fn open(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
-        let snap = super::read::read_snapshot(path)?;
-        Ok(SnapshotEvents::new(path, &snap, all_frames))
+        let pickle = super::read::read_pickle(path)?;
+        SnapshotEvents::from_pickle(path, pickle, all_frames)
     }
 
     /// Reads the snapshot at `path` to join the trace of the process that wrote it: its
     /// frame addresses and stack ids start at [`BESIDE_IDS`], clear of the trace's own.
     pub fn open_beside(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
-        let snap = super::read::read_snapshot(path)?;
-        Ok(SnapshotEvents::build(path, &snap, all_frames, BESIDE_IDS))
+        let pickle = super::read::read_pickle(path)?;
+        SnapshotEvents::build(path, pickle, all_frames, BESIDE_IDS)
     }
 
-    pub fn new(path: &Path, snap: &Snapshot, all_frames: bool) -> SnapshotEvents {
-        SnapshotEvents::build(path, snap, all_frames, 0)
+    /// The events of a decoded snapshot; `path` names it in notes and errors.
+    pub fn from_pickle(
+        path: &Path,
+        pickle: Pickle,
+        all_frames: bool,
+    ) -> Result<SnapshotEvents, String> {
+        SnapshotEvents::build(path, pickle, all_frames, 0)
     }
 
-    fn build(path: &Path, snap: &Snapshot, all_frames: bool, base: u64) -> SnapshotEvents {
-        let origin_us = snap
-            .devices
-            .iter()
-            .flat_map(|d| d.trace.iter().filter_map(|e| e.time_us))
-            .min();
-        let mut b = Builder {
+    fn build(
+        path: &Path,
+        pickle: Pickle,
+        all_frames: bool,
+        base: u64,
+    ) -> Result<SnapshotEvents, String> {
+        let at = |e: String| format!("{}: {e}", path.display());
+        let snap = super::read::model_of(&pickle, false).map_err(at)?;
+        let traces = history::device_traces(&pickle).map_err(at)?;
+        let mut builder = Builder {
             base,
             stacks: StackTable::default(),
             frames: Map::default(),
             nodes: Map::default(),
+            lists: Map::default(),
+            reader: FrameReader::default(),
             all_frames,
-            events: Vec::new(),
-            notes: Vec::new(),
-            origin_us: origin_us.unwrap_or(0),
+            origin_us: 0,
         };
+        // Each device's history rewound from its final state; every entry is read here, so
+        // a malformed one refuses the file now.
+        let mut rewound = Vec::new();
+        for d in &snap.devices {
+            let list = usize::try_from(d.device)
+                .ok()
+                .and_then(|i| traces.get(i).copied());
+            let r = builder.rewind(&pickle, &snap, d.device, list).map_err(at)?;
+            rewound.push((d.device, list, r));
+        }
+        let origin_us = rewound.iter().filter_map(|r| r.2.earliest_us).min();
+        builder.origin_us = origin_us.unwrap_or(0);
+        // The last event's time, known before the events are read (the replay keeps each
+        // device's clock from going back, so it ends at the device's latest time).
+        let last_t = rewound
+            .iter()
+            .filter_map(|r| r.2.latest_us)
+            .map(|us| builder.time(us))
+            .max()
+            .unwrap_or(0);
         let expandable = snap
             .devices
             .iter()
             .flat_map(|d| &d.segments)
             .any(|s| s.is_expandable);
-        for d in &snap.devices {
-            let layout = Layout::new(snap.allocator_settings.as_ref(), expandable);
-            b.device(path, d, layout);
+        let layout = || Layout::new(snap.allocator_settings.as_ref(), expandable);
+        let mut notes = Vec::new();
+        if !snap.history_truncated.is_empty() {
+            notes.push(format!(
+                "note: {}: the snapshot says its history was truncated ({}): entries before it are missing, what they left alive is rebuilt from the final segments",
+                path.display(),
+                snap.history_truncated.join(", ")
+            ));
         }
-        // Devices are merged by time; within a time, each device's order is kept.
-        b.events.sort_by_key(|e| e.t);
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let header = Header {
-            format: vramtrace_schema::FORMAT_NAME.into(),
-            version: vramtrace_schema::FORMAT_VERSION,
-            pid: name.as_deref().and_then(pid_of).unwrap_or(0),
-            ppid: 0,
-            // Each snapshot is its own "host": its device ordinals are its own, and its
-            // clock is the wall clock (`time_us`).
-            host: name.clone().unwrap_or_default(),
-            argv: Vec::new(),
-            exe: path.display().to_string(),
-            start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
-            start_mono_ns: 0,
-            env: name
-                .as_deref()
-                .and_then(crate::views::ranks::rank_in_name)
-                .map(|r| ("RANK".to_string(), r))
-                .into_iter()
-                .collect(),
-            settings: Settings {
-                output: String::new(),
-                children: false,
-                flush_ms: 0,
-                stack_depth: 0,
-                python: true,
-            },
-            interposer: "pytorch-snapshot".into(),
-        };
-        let last_t = b.events.last().map_or(0, |e| e.t);
-        SnapshotEvents {
+        let devices = rewound
+            .into_iter()
+            .map(|(device, list, r)| builder.cursor(path, device, list, r, layout(), &mut notes))
+            .collect();
+        let header = header(path, origin_us);
+        Ok(SnapshotEvents {
             header,
-            stacks: b.stacks,
-            notes: b.notes,
+            stacks: StackTable::default(),
+            notes,
+            history_truncated: snap.history_truncated.clone(),
+            pickle,
+            devices,
+            builder,
             count: 0,
             last_t,
-            events: b.events.into_iter(),
-        }
+        })
     }
 
-    pub fn next_event(&mut self) -> Option<Event> {
-        let e = self.events.next()?;
-        self.count += 1;
-        Some(e)
-    }
-
-    /// The segments the history saw allocated (`segment_alloc`, `segment_map`), not yet
-    /// read: (address, size, time). Those alive before the history are not among them
-    /// (their time is the history's start, not theirs).
-    pub fn segments_ahead(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.events
-            .as_slice()
+    /// The segments the history allocates (`segment_alloc`, `segment_map`) and has not
+    /// handed out yet, with a time: (address, size, time), in time order. Those alive
+    /// before the history are not among them (their time is the history's start, not
+    /// theirs).
+    pub fn segments_ahead(&self) -> Vec<(u64, u64, u64)> {
+        let mut out: Vec<(u64, u64, u64)> = self
+            .devices
             .iter()
-            .filter(|e| e.api == Api::CudaMalloc && e.ok() && e.stream.is_some())
-            .map(|e| (e.addr, e.size, e.t))
+            .flat_map(|c| {
+                entries(&self.pickle, c.list)
+                    .get(c.next..)
+                    .unwrap_or_default()
+            })
+            .filter_map(|&v| read(&self.pickle, v))
+            .filter(|e| matches!(e.action, Action::SegmentAlloc | Action::SegmentMap))
+            .filter_map(|e| Some((e.addr, e.size, self.builder.time(e.time_us?))))
+            .collect();
+        out.sort_by_key(|s| s.2);
+        out
+    }
+
+    /// The next event in time order: devices merged by time, each device's order kept
+    /// (the lower ordinal first at equal times).
+    pub fn next_event(&mut self) -> Option<Event> {
+        let mut best: Option<(u64, usize)> = None;
+        for i in 0..self.devices.len() {
+            let c = &mut self.devices[i];
+            c.fill(&self.pickle, &mut self.builder);
+            if let Some(e) = c.pending.front() {
+                if best.is_none_or(|(t, _)| e.t < t) {
+                    best = Some((e.t, i));
+                }
+            }
+        }
+        let Some((_, i)) = best else {
+            // Stacks are made as entries are read: whole once the history is.
+            self.stacks = std::mem::take(&mut self.builder.stacks);
+            return None;
+        };
+        let e = self.devices[i].pending.pop_front()?;
+        self.count += 1;
+        self.last_t = e.t;
+        Some(e)
     }
 
     /// The end record a snapshot stands for: it was written whole.
@@ -147,6 +214,37 @@ impl SnapshotEvents {
             reason: "snapshot".into(),
             queue_peak_bytes: None,
         }
+    }
+}
+
+fn header(path: &Path, origin_us: Option<i64>) -> Header {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    Header {
+        format: vramtrace_schema::FORMAT_NAME.into(),
+        version: vramtrace_schema::FORMAT_VERSION,
+        pid: name.as_deref().and_then(pid_of).unwrap_or(0),
+        ppid: 0,
+        // Each snapshot is its own "host": its device ordinals are its own, and its
+        // clock is the wall clock (`time_us`).
+        host: name.clone().unwrap_or_default(),
+        argv: Vec::new(),
+        exe: path.display().to_string(),
+        start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
+        start_mono_ns: 0,
+        env: name
+            .as_deref()
+            .and_then(crate::views::ranks::rank_in_name)
+            .map(|r| ("RANK".to_string(), r))
+            .into_iter()
+            .collect(),
+        settings: Settings {
+            output: String::new(),
+            children: false,
+            flush_ms: 0,
+            stack_depth: 0,
+            python: true,
+        },
+        interposer: "pytorch-snapshot".into(),
     }
 }
 
@@ -166,6 +264,23 @@ struct Alive {
     freed_inside: bool,
 }
 
+/// A device's final state rewound through its history.
+#[derive(Default)]
+struct Rewound {
+    /// Segments and tensors alive before the first entry, by address.
+    segments: Map<u64, u64>,
+    alive: Map<u64, Alive>,
+    /// Block sizes of the allocations still alive at the end, by entry index (last first).
+    sizes: Vec<(usize, u64)>,
+    /// Entries the final state contradicts.
+    disagree: u64,
+    /// `time_us` of the first entry that has one, and the earliest and latest of all.
+    first_us: Option<i64>,
+    earliest_us: Option<i64>,
+    latest_us: Option<i64>,
+    entries: usize,
+}
+
 struct Builder {
     /// Added to every frame address and stack id: 0 for a snapshot of its own,
     /// [`BESIDE_IDS`] for one joining its process's trace.
@@ -173,10 +288,21 @@ struct Builder {
     stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
     nodes: Map<(u64, u64), u64>,
+    /// Stack ids by frame list (its object in the pickle).
+    lists: Map<usize, u64>,
+    reader: FrameReader,
     all_frames: bool,
-    events: Vec<Event>,
-    notes: Vec<String>,
     origin_us: i64,
+}
+
+/// The entries of `list`, in order.
+fn entries(p: &Pickle, list: Option<Value>) -> &[Value] {
+    list.and_then(|l| p.seq(l)).unwrap_or_default()
+}
+
+/// Entry `e`, read once already when the file was opened.
+fn read(p: &Pickle, e: Value) -> Option<HistoryEntry> {
+    history::entry(p, e).ok()
 }
 
 impl Builder {
@@ -216,16 +342,35 @@ impl Builder {
         node
     }
 
-    fn device(&mut self, path: &Path, d: &DeviceSnapshot, mut layout: Layout) {
-        let dev = d.device as i32;
-        // The final state.
-        let mut segments: Map<u64, u64> = Map::default();
-        let mut alive: Map<u64, Alive> = Map::default();
-        for s in &d.segments {
-            segments.insert(s.address, s.total_size);
+    /// The stack id of frame list `v`, read once per list.
+    fn stack_of(&mut self, p: &Pickle, v: Option<Value>) -> u64 {
+        let id = match v {
+            Some(Value::List(id) | Value::Tuple(id)) => id,
+            _ => return 0,
+        };
+        if let Some(&s) = self.lists.get(&id) {
+            return s;
+        }
+        let frames = self.reader.frames(p, v);
+        let s = self.stack(&frames);
+        self.lists.insert(id, s);
+        s
+    }
+
+    /// Device `device`'s final state rewound through its history `list`.
+    fn rewind(
+        &mut self,
+        p: &Pickle,
+        snap: &Snapshot,
+        device: i64,
+        list: Option<Value>,
+    ) -> Result<Rewound, String> {
+        let mut r = Rewound::default();
+        for s in snap.device(device).map_or(&[][..], |d| &d.segments) {
+            r.segments.insert(s.address, s.total_size);
             for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
                 let stack = self.stack(&b.frames);
-                alive.insert(
+                r.alive.insert(
                     b.address,
                     Alive {
                         size: b.size,
@@ -236,25 +381,32 @@ impl Builder {
                 );
             }
         }
-        // Rewound through the history: block sizes of the allocations still alive at the
-        // end, and what was alive before the first entry.
-        let mut sizes = vec![0u64; d.trace.len()];
-        let mut disagree = 0u64;
-        for (i, e) in d.trace.iter().enumerate().rev() {
+        // Block sizes of the allocations still alive at the end, and what was alive
+        // before the first entry.
+        let trace = entries(p, list);
+        for (i, &v) in trace.iter().enumerate().rev() {
+            let e = history::entry(p, v).map_err(|msg| {
+                format!("not a PyTorch memory snapshot: device_traces[{device}][{i}]: {msg}")
+            })?;
+            if let Some(us) = e.time_us {
+                r.first_us = Some(us);
+                r.earliest_us = Some(r.earliest_us.map_or(us, |m| m.min(us)));
+                r.latest_us = Some(r.latest_us.map_or(us, |m| m.max(us)));
+            }
             match e.action {
                 Action::SegmentAlloc | Action::SegmentMap => {
-                    disagree += segments.remove(&e.addr).is_none() as u64;
+                    r.disagree += r.segments.remove(&e.addr).is_none() as u64;
                 }
                 Action::SegmentFree | Action::SegmentUnmap => {
-                    segments.insert(e.addr, e.size);
+                    r.segments.insert(e.addr, e.size);
                 }
-                Action::Alloc => match alive.remove(&e.addr) {
-                    Some(a) => sizes[i] = a.size,
-                    None => disagree += 1,
+                Action::Alloc => match r.alive.remove(&e.addr) {
+                    Some(a) => r.sizes.push((i, a.size)),
+                    None => r.disagree += 1,
                 },
                 Action::FreeCompleted => {
                     // Allocated before the window: who allocated it is not known.
-                    alive.insert(
+                    r.alive.insert(
                         e.addr,
                         Alive {
                             size: 0,
@@ -267,109 +419,164 @@ impl Builder {
                 _ => {}
             }
         }
-        if disagree > 0 {
-            self.notes.push(format!(
+        r.entries = trace.len();
+        Ok(r)
+    }
+
+    /// Device `device`'s cursor: what was alive before its history, queued first.
+    fn cursor(
+        &mut self,
+        path: &Path,
+        device: i64,
+        list: Option<Value>,
+        mut r: Rewound,
+        mut layout: Layout,
+        notes: &mut Vec<String>,
+    ) -> Cursor {
+        let dev = device as i32;
+        if r.disagree > 0 {
+            notes.push(format!(
                 "note: {}: device {}: {} history entries do not match the final segments (the file was edited, or entries were dropped)",
                 path.display(),
-                d.device,
-                disagree
+                device,
+                r.disagree
             ));
         }
-        let alive_before = !segments.is_empty() || !alive.is_empty();
-        if !d.trace.is_empty() && alive_before {
+        let alive_before = !r.segments.is_empty() || !r.alive.is_empty();
+        if r.entries > 0 && alive_before {
             // A ring buffer that wrapped, or recording turned on late: the views still
             // count what was alive before, from the final segments.
-            let unknown = alive.values().filter(|a| a.freed_inside).count();
-            self.notes.push(format!(
+            let unknown = r.alive.values().filter(|a| a.freed_inside).count();
+            notes.push(format!(
                 "note: {}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
                 path.display(),
-                d.device,
-                crate::units::count(segments.len() as u64, "segment"),
-                crate::units::count(alive.len() as u64, "tensor"),
+                device,
+                crate::units::count(r.segments.len() as u64, "segment"),
+                crate::units::count(r.alive.len() as u64, "tensor"),
                 unknown
             ));
         }
         // Block sizes the history does not give: from the layout of the segments then.
-        for (&addr, &size) in &segments {
+        for (&addr, &size) in &r.segments {
             layout.segment_alloc(addr, size);
         }
-        for &addr in alive.keys() {
+        for &addr in r.alive.keys() {
             layout.taken(addr);
         }
-        for (&addr, a) in alive.iter_mut().filter(|(_, a)| a.size == 0) {
+        for (&addr, a) in r.alive.iter_mut().filter(|(_, a)| a.size == 0) {
             a.size = layout.before_history(addr, a.requested);
         }
-        let first = d.trace.iter().find_map(|e| e.time_us);
-        let start = self.time(first.unwrap_or(self.origin_us));
-        let mut before: Vec<(u64, u64)> = segments.into_iter().collect();
+        let start = self.time(r.first_us.unwrap_or(self.origin_us));
+        let mut pending = VecDeque::new();
+        let mut before: Vec<(u64, u64)> = r.segments.into_iter().collect();
         before.sort_unstable();
         for (addr, size) in before {
             let mut e = Event::new(start, 0, dev, Api::CudaMalloc, 0);
             e.addr = addr;
             e.size = size;
-            self.events.push(e);
+            pending.push_back(e);
         }
-        let mut tensors: Vec<(u64, Alive)> = alive.into_iter().collect();
+        let mut tensors: Vec<(u64, Alive)> = r.alive.into_iter().collect();
         tensors.sort_unstable_by_key(|t| t.0);
         for (addr, a) in tensors {
-            self.events
-                .push(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
+            pending.push_back(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
         }
-        let mut t = start;
-        for (i, e) in d.trace.iter().enumerate() {
-            if let Some(us) = e.time_us {
-                t = t.max(self.time(us));
-            }
-            let stream = Some(e.stream);
-            match e.action {
-                Action::SegmentAlloc | Action::SegmentMap => {
-                    layout.segment_alloc(e.addr, e.size);
-                    let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
-                    ev.addr = e.addr;
-                    ev.size = e.size;
-                    ev.stream = stream;
-                    self.events.push(ev);
-                }
-                Action::SegmentFree | Action::SegmentUnmap => {
-                    layout.segment_free(e.addr);
-                    let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
-                    ev.addr = e.addr;
-                    self.events.push(ev);
-                }
-                Action::Alloc => {
-                    let stack = self.stack(&e.frames);
-                    let inferred = layout.alloc(e.addr, e.size);
-                    let size = if sizes[i] > 0 { sizes[i] } else { inferred };
-                    let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
-                    ev.stream = stream;
-                    self.events.push(ev);
-                }
-                Action::FreeCompleted => {
-                    layout.free(e.addr);
-                    let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
-                    ev.addr = e.addr;
-                    self.events.push(ev);
-                }
-                Action::Oom => {
-                    let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
-                    ev.size = e.size;
-                    ev.stream = stream;
-                    ev.stack = self.stack(&e.frames);
-                    self.events.push(ev);
-                    if let Some(free) = e.device_free {
-                        let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);
-                        probe.free = Some(free);
-                        self.events.push(probe);
-                    }
-                }
-                _ => {}
-            }
+        Cursor {
+            dev,
+            list,
+            next: 0,
+            t: start,
+            sizes: r.sizes,
+            layout,
+            pending,
         }
     }
 
     /// Epoch microseconds as ns since the snapshot's first entry.
     fn time(&self, us: i64) -> u64 {
         (us.saturating_sub(self.origin_us)).max(0) as u64 * 1000
+    }
+}
+
+impl Cursor {
+    /// Reads entries until one gives events, or the history ends.
+    fn fill(&mut self, p: &Pickle, b: &mut Builder) {
+        let trace = entries(p, self.list);
+        while self.pending.is_empty() && self.next < trace.len() {
+            let i = self.next;
+            self.next += 1;
+            if let Some(e) = read(p, trace[i]) {
+                self.entry(p, b, i, &e);
+            }
+        }
+        if self.next >= trace.len() {
+            self.list = None;
+        }
+    }
+
+    fn entry(&mut self, p: &Pickle, b: &mut Builder, i: usize, e: &HistoryEntry) {
+        let dev = self.dev;
+        if let Some(us) = e.time_us {
+            self.t = self.t.max(b.time(us));
+        }
+        let t = self.t;
+        let stream = Some(e.stream);
+        match e.action {
+            Action::SegmentAlloc | Action::SegmentMap => {
+                self.layout.segment_alloc(e.addr, e.size);
+                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
+                ev.addr = e.addr;
+                ev.size = e.size;
+                ev.stream = stream;
+                self.pending.push_back(ev);
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                self.layout.segment_free(e.addr);
+                let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
+                ev.addr = e.addr;
+                self.pending.push_back(ev);
+            }
+            Action::Alloc => {
+                let stack = b.stack_of(p, e.frames);
+                let inferred = self.layout.alloc(e.addr, e.size);
+                // Found by the rewind, last first: the next one is at the end. A tensor
+                // freed inside the history has no size there (0).
+                let size = match self.sizes.last() {
+                    Some(&(at, size)) if at == i => {
+                        self.sizes.pop();
+                        if size > 0 {
+                            size
+                        } else {
+                            inferred
+                        }
+                    }
+                    _ => inferred,
+                };
+
+                let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
+                ev.stream = stream;
+                self.pending.push_back(ev);
+            }
+            Action::FreeCompleted => {
+                self.layout.free(e.addr);
+                let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
+                ev.addr = e.addr;
+                self.pending.push_back(ev);
+            }
+            Action::Oom => {
+                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
+                ev.size = e.size;
+                ev.stream = stream;
+                ev.stack = b.stack_of(p, e.frames);
+                self.pending.push_back(ev);
+                if let Some(free) = e.device_free {
+                    let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);
+                    probe.free = Some(free);
+                    self.pending.push_back(probe);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

@@ -6,6 +6,7 @@ pub mod block_sizes;
 pub mod events;
 pub mod figures;
 pub mod frames;
+pub mod history;
 pub mod model;
 pub mod pickle;
 pub mod read;

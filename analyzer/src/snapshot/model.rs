@@ -12,6 +12,14 @@ pub struct Snapshot {
     /// Number of per-device trace lists (`len(device_traces)`): the devices the process saw.
     pub device_count: Option<usize>,
     pub generation: Generation,
+    /// Pinned host memory (`host_segments`, `host_traces`; `record_pinned_host_memory`),
+    /// in the shapes of device segments and trace entries. Not device memory: the views
+    /// leave it out.
+    pub host_segments: Vec<Segment>,
+    pub host_traces: Vec<TraceEntry>,
+    /// The top-level keys that say the history was cut short (a true flag whose name says
+    /// "truncated"), as the file names them; empty when it does not say so.
+    pub history_truncated: Vec<String>,
 }
 
 /// Which shape of the format the file had.
@@ -41,6 +49,9 @@ pub struct Segment {
     /// `"large"` or `"small"` (the pool the segment belongs to).
     pub segment_type: String,
     pub is_expandable: bool,
+    /// `segment_pool_id`: the private pool (CUDA graphs, `torch.cuda.MemPool`) the segment
+    /// belongs to, `(0, 0)` for the default pools; `None` when the file does not say.
+    pub segment_pool_id: Option<(i64, i64)>,
     pub frames: Vec<Frame>,
     /// In address order, covering the segment.
     pub blocks: Vec<Block>,
@@ -99,6 +110,36 @@ pub struct TraceEntry {
     /// `oom` entries: what the driver reported free.
     pub device_free: Option<u64>,
     pub frames: Vec<Frame>,
+    /// Every other key, as JSON: `user_metadata` (a string or a dict), `compile_context`,
+    /// what an `annotate` entry carries, and keys newer than this reader.
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Default for TraceEntry {
+    fn default() -> Self {
+        TraceEntry {
+            action: Action::Snapshot,
+            addr: 0,
+            size: 0,
+            stream: 0,
+            time_us: None,
+            device_free: None,
+            frames: Vec::new(),
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
+impl TraceEntry {
+    /// `user_metadata` (2.9+): a string, or a dict of them.
+    pub fn user_metadata(&self) -> Option<&serde_json::Value> {
+        self.extra.get("user_metadata")
+    }
+
+    /// `compile_context` (torch.compile's, where it was recording).
+    pub fn compile_context(&self) -> Option<&serde_json::Value> {
+        self.extra.get("compile_context")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +153,8 @@ pub enum Action {
     SegmentUnmap,
     Snapshot,
     Oom,
-    /// An action this reader does not know, kept by name.
+    /// An action this reader does not know, kept by name (`annotate`, from
+    /// `_annotate_memory`, among them: its payload is in `TraceEntry::extra`).
     Other(String),
 }
 

@@ -1,31 +1,80 @@
 //! From a decoded pickle to the snapshot model, for every generation of the format.
 
+use super::history::{self, FrameReader};
 use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
-use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 
-/// The largest snapshot read: PyTorch's default history of 100,000 entries makes a few
-/// hundred MB, and the decoded arena takes several times the file.
+/// The largest snapshot read (decompressed): the pickle is read as a stream and decodes
+/// to about 1.7 times its size, so 2 GB is what a 24 GiB machine reads comfortably.
 pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
 
 /// Reads a snapshot file (a regular file of at most [`MAX_SNAPSHOT_BYTES`]). Errors name
 /// the file and, for pickle errors, the byte offset and the opcode.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, String> {
-    let data = crate::input::read_regular(path, MAX_SNAPSHOT_BYTES)?;
-    parse_snapshot(&data).map_err(|e| format!("{}: {e}", path.display()))
+    let p = read_pickle(path)?;
+    model_of(&p, true).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`read_snapshot`] without the frames of trace entries other than `oom` entries (blocks
+/// and segments keep theirs), for figures and replays that need only sizes and addresses:
+/// a million entries of 90 frames each are gigabytes as `Vec<Frame>`s.
+pub fn read_snapshot_without_history_frames(path: &Path) -> Result<Snapshot, String> {
+    let p = read_pickle(path)?;
+    let mut r = reader(&p, true);
+    r.history_frames = false;
+    r.snapshot().map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Decodes the pickle of snapshot file `path`, streamed (decompressed where gzip or
+/// zstd). Errors name the file.
+pub fn read_pickle(path: &Path) -> Result<Pickle, String> {
+    let file = crate::input::open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let content = vramtrace_schema::reader::compressed::decompressed(file)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    // One byte past the limit tells a file at the limit from a longer one.
+    let mut content = content.take(MAX_SNAPSHOT_BYTES + 1);
+    let p = pickle::parse_reader(&mut content).map_err(|e| {
+        if content.limit() == 0 {
+            too_long(path)
+        } else {
+            format!("{}: {e}", path.display())
+        }
+    })?;
+    if p.len as u64 > MAX_SNAPSHOT_BYTES {
+        return Err(too_long(path));
+    }
+    Ok(p)
+}
+
+fn too_long(path: &Path) -> String {
+    format!(
+        "{}: longer than {MAX_SNAPSHOT_BYTES} bytes, the most a file of this kind may be: not read",
+        path.display()
+    )
 }
 
 /// Reads a snapshot from the bytes of a pickle.
 pub fn parse_snapshot(data: &[u8]) -> Result<Snapshot, String> {
     let p = pickle::parse(data).map_err(|e| e.to_string())?;
+    model_of(&p, true)
+}
+
+/// The snapshot model of a decoded pickle; without `history`, the devices' trace entries
+/// are left in the pickle (the views stream them: `events.rs`).
+pub fn model_of(p: &Pickle, history: bool) -> Result<Snapshot, String> {
+    reader(p, history).snapshot()
+}
+
+fn reader(p: &Pickle, history: bool) -> Reader<'_> {
     Reader {
-        p: &p,
-        strings: HashMap::new(),
-        budget: expansion_budget(data.len()),
+        p,
+        frames: FrameReader::default(),
+        budget: expansion_budget(p.len),
+        history,
+        history_frames: true,
     }
-    .snapshot()
 }
 
 /// Values (segments, blocks, entries, frames, settings, bytes of copied text) reading may
@@ -42,10 +91,13 @@ const EXPANDS: &str = "it expands to more values than its size allows (one objec
 
 struct Reader<'a> {
     p: &'a Pickle,
-    /// Frame strings, shared by arena id.
-    strings: HashMap<usize, Arc<str>>,
+    frames: FrameReader,
     /// What is left of [`expansion_budget`].
     budget: usize,
+    /// Whether to read the trace entries into the model, and their frames (`oom`
+    /// entries' always).
+    history: bool,
+    history_frames: bool,
 }
 
 fn not_snapshot(what: String) -> String {
@@ -90,32 +142,32 @@ impl Reader<'_> {
             } else {
                 Generation::Dict
             };
-            if let Some(traces) = p.get(root, "device_traces") {
-                let traces = p
-                    .seq(traces)
-                    .ok_or_else(|| not_snapshot("\"device_traces\" is not a list".into()))?;
+            let traces = history::device_traces(p).map_err(not_snapshot)?;
+            if p.get(root, "device_traces").is_some() {
                 snap.device_count = Some(traces.len());
-                for (device, &list) in traces.iter().enumerate() {
-                    let entries = p.seq(list).ok_or_else(|| {
-                        not_snapshot(format!("device_traces[{device}] is not a list"))
-                    })?;
-                    if entries.is_empty() {
-                        continue;
-                    }
-                    let mut out = Vec::with_capacity(entries.len());
-                    for (j, &e) in entries.iter().enumerate() {
-                        self.spend(1).map_err(not_snapshot)?;
-                        out.push(self.entry(e).map_err(|msg| {
-                            not_snapshot(format!("device_traces[{device}][{j}]: {msg}"))
-                        })?);
-                    }
-                    snap.device_mut(device as i64).trace = out;
+            }
+            for (device, list) in traces.into_iter().enumerate() {
+                let entries = p.seq(list).unwrap_or_default();
+                if entries.is_empty() {
+                    continue;
                 }
+                if !self.history {
+                    snap.device_mut(device as i64);
+                    continue;
+                }
+                let mut out = Vec::with_capacity(entries.len());
+                for (j, &e) in entries.iter().enumerate() {
+                    self.spend(1).map_err(not_snapshot)?;
+                    out.push(self.entry(e).map_err(|msg| {
+                        not_snapshot(format!("device_traces[{device}][{j}]: {msg}"))
+                    })?);
+                }
+                snap.device_mut(device as i64).trace = out;
             }
             if let Some(settings) = p.get(root, "allocator_settings") {
                 if let Some(d) = p.dict(settings) {
                     let mut out = serde_json::Map::new();
-                    for &(k, v) in d {
+                    for &(k, v) in d.iter() {
                         let key = self.text(k).map_err(not_snapshot)?;
                         let value = to_json(p, v, 0, &mut self.budget).map_err(not_snapshot)?;
                         out.insert(key, value);
@@ -124,6 +176,9 @@ impl Reader<'_> {
                 }
             }
         }
+        if snap.generation != Generation::SegmentList {
+            self.host_and_flags(&mut snap);
+        }
         for d in &mut snap.devices {
             d.segments.sort_by_key(|s| s.address);
         }
@@ -131,18 +186,7 @@ impl Reader<'_> {
     }
 
     fn u64_of(&self, d: Value, key: &str) -> Result<Option<u64>, String> {
-        match self.p.get(d, key) {
-            None | Some(Value::None) => Ok(None),
-            Some(v) => {
-                let i = self
-                    .p
-                    .int(v)
-                    .ok_or_else(|| format!("\"{key}\" is not an integer"))?;
-                u64::try_from(i)
-                    .map(Some)
-                    .map_err(|_| format!("\"{key}\" = {i} is out of range"))
-            }
-        }
+        history::u64_of(self.p, d, key)
     }
 
     fn need_u64(&self, d: Value, key: &str) -> Result<u64, String> {
@@ -151,7 +195,7 @@ impl Reader<'_> {
 
     fn segment(&mut self, s: Value) -> Result<(i64, Segment, bool), String> {
         let p = self.p;
-        if p.dict(s).is_none() {
+        if !p.is_dict(s) {
             return Err("not a dict".into());
         }
         let device = p.get(s, "device").and_then(|v| p.int(v)).unwrap_or(0);
@@ -177,6 +221,7 @@ impl Reader<'_> {
             stream: self.u64_of(s, "stream")?.unwrap_or(0),
             segment_type: segment_type.to_string(),
             is_expandable: matches!(p.get(s, "is_expandable"), Some(Value::Bool(true))),
+            segment_pool_id: self.pool_id(s),
             frames: self.frames(p.get(s, "frames"))?,
             blocks: Vec::new(),
         };
@@ -198,7 +243,7 @@ impl Reader<'_> {
 
     fn block(&mut self, b: Value, next: u64) -> Result<(Block, bool), String> {
         let p = self.p;
-        if p.dict(b).is_none() {
+        if !p.is_dict(b) {
             return Err("not a dict".into());
         }
         let size = self.need_u64(b, "size")?;
@@ -237,59 +282,91 @@ impl Reader<'_> {
     }
 
     fn entry(&mut self, e: Value) -> Result<TraceEntry, String> {
-        let p = self.p;
-        if p.dict(e).is_none() {
-            return Err("not a dict".into());
-        }
-        let action_v = p.get(e, "action").ok_or("no \"action\"")?;
-        let action = Action::parse(p.str(action_v).ok_or("\"action\" is not a string")?);
+        let h = history::entry(self.p, e)?;
+        let frames = match self.history_frames || h.action == Action::Oom {
+            true => self.frames(h.frames)?,
+            false => Vec::new(),
+        };
         Ok(TraceEntry {
-            action,
-            addr: self.u64_of(e, "addr")?.unwrap_or(0),
-            size: self.u64_of(e, "size")?.unwrap_or(0),
-            stream: self.u64_of(e, "stream")?.unwrap_or(0),
-            time_us: p
-                .get(e, "time_us")
-                .and_then(|v| p.int(v))
-                .and_then(|t| i64::try_from(t).ok()),
-            device_free: self.u64_of(e, "device_free")?,
-            frames: self.frames(p.get(e, "frames"))?,
+            action: h.action,
+            addr: h.addr,
+            size: h.size,
+            stream: h.stream,
+            time_us: h.time_us,
+            device_free: h.device_free,
+            frames,
+            extra: self.extra(e)?,
         })
     }
 
-    fn shared_str(&mut self, v: Option<Value>) -> Arc<str> {
-        match v {
-            Some(Value::Str(id)) => self
-                .strings
-                .entry(id)
-                .or_insert_with(|| Arc::from(self.p.str(Value::Str(id)).unwrap_or(""))),
-            _ => self
-                .strings
-                .entry(usize::MAX)
-                .or_insert_with(|| Arc::from("")),
+    /// `segment_pool_id`: a pair of integers.
+    fn pool_id(&self, s: Value) -> Option<(i64, i64)> {
+        let p = self.p;
+        let pair = p.seq(p.get(s, "segment_pool_id")?)?;
+        let [a, b] = pair else { return None };
+        let int = |v: Value| p.int(v).and_then(|i| i64::try_from(i).ok());
+        Some((int(*a)?, int(*b)?))
+    }
+
+    /// The keys of entry `e` that [`history::entry`] does not read, as JSON.
+    fn extra(&mut self, e: Value) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        let p = self.p;
+        let mut out = serde_json::Map::new();
+        for &(k, v) in p.dict(e).unwrap_or_default().iter() {
+            if p.str(k).is_some_and(|k| history::KNOWN_KEYS.contains(&k)) {
+                continue;
+            }
+            let key = self.text(k)?;
+            let value = to_json(p, v, 0, &mut self.budget)?;
+            out.insert(key, value);
         }
-        .clone()
+        Ok(out)
+    }
+
+    /// `host_segments` and `host_traces` (pinned host memory), and the flags that say the
+    /// history was cut. Host memory in a shape this reader does not know is left out
+    /// rather than refusing the file: the device's memory is what the views are for.
+    fn host_and_flags(&mut self, snap: &mut Snapshot) {
+        let p = self.p;
+        let root = p.root;
+        if let Some(list) = p.get(root, "host_segments").and_then(|v| p.seq(v)) {
+            for &s in list {
+                if let Ok((_, seg, _)) = self.segment(s) {
+                    snap.host_segments.push(seg);
+                }
+            }
+        }
+        if let Some(list) = p.get(root, "host_traces").and_then(|v| p.seq(v)) {
+            // One list of entries, or one per device.
+            let mut entries: Vec<Value> = Vec::new();
+            for &v in list {
+                match p.seq(v) {
+                    Some(inner) => entries.extend_from_slice(inner),
+                    None => entries.push(v),
+                }
+            }
+            for e in entries {
+                if self.spend(1).is_err() {
+                    break;
+                }
+                if let Ok(entry) = self.entry(e) {
+                    snap.host_traces.push(entry);
+                }
+            }
+        }
+        for (k, v) in p.dict(root).unwrap_or_default().iter() {
+            let Some(key) = p.str(*k) else { continue };
+            if key.contains("truncated") && truthy(p, *v) {
+                snap.history_truncated.push(key.to_string());
+            }
+        }
     }
 
     fn frames(&mut self, v: Option<Value>) -> Result<Vec<Frame>, String> {
-        let p = self.p;
-        let Some(list) = v.and_then(|v| p.seq(v)) else {
-            return Ok(Vec::new());
-        };
-        self.spend(list.len())?;
-        Ok(list
-            .iter()
-            .filter(|&&f| p.dict(f).is_some())
-            .map(|&f| Frame {
-                filename: self.shared_str(p.get(f, "filename")),
-                line: p
-                    .get(f, "line")
-                    .and_then(|l| p.int(l))
-                    .and_then(|l| i64::try_from(l).ok())
-                    .unwrap_or(0),
-                name: self.shared_str(p.get(f, "name")),
-            })
-            .collect())
+        if let Some(list) = v.and_then(|v| self.p.seq(v)) {
+            self.spend(list.len())?;
+        }
+        Ok(self.frames.frames(self.p, v))
     }
 
     /// A dict key as text: strings bare, the rest as JSON.
@@ -302,6 +379,17 @@ impl Reader<'_> {
             }
             _ => to_json(self.p, v, 0, &mut self.budget)?.to_string(),
         })
+    }
+}
+
+/// A flag that is set: true, a non-zero number, or a list holding one (a flag per device).
+fn truthy(p: &Pickle, v: Value) -> bool {
+    match v {
+        Value::Bool(b) => b,
+        Value::Int(i) => i != 0,
+        _ => p
+            .seq(v)
+            .is_some_and(|s| s.iter().any(|&x| matches!(x, Value::Bool(true)))),
     }
 }
 
@@ -322,9 +410,8 @@ fn to_json(
     Ok(match v {
         Value::None | Value::Bytes(_) => J::Null,
         Value::Bool(b) => J::Bool(b),
-        Value::Int(i) => i64::try_from(i)
-            .map(J::from)
-            .unwrap_or_else(|_| J::String(i.to_string())),
+        Value::Int(i) => J::from(i),
+        Value::BigInt(_) => J::String(p.int(v).unwrap_or_default().to_string()),
         Value::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
         Value::Str(_) => J::String(p.str(v).unwrap_or_default().to_string()),
         Value::List(_) | Value::Tuple(_) | Value::Set(_) => J::Array(
@@ -336,7 +423,7 @@ fn to_json(
         ),
         Value::Dict(_) => {
             let mut out = serde_json::Map::new();
-            for &(k, x) in p.dict(v).unwrap_or_default() {
+            for &(k, x) in p.dict(v).unwrap_or_default().iter() {
                 let key = match k {
                     Value::Str(_) => p.str(k).unwrap_or_default().to_string(),
                     _ => to_json(p, k, depth + 1, budget)?.to_string(),

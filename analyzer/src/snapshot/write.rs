@@ -111,10 +111,10 @@ fn segment(device: i64, seg: &Segment) -> Py {
         ("requested_size", int(requested)),
         ("stream", int(seg.stream)),
         ("segment_type", s(&seg.segment_type)),
-        (
-            "segment_pool_id",
-            Py::Tuple2(Box::new(int(0)), Box::new(int(0))),
-        ),
+        ("segment_pool_id", {
+            let (owner, id) = seg.segment_pool_id.unwrap_or((0, 0));
+            Py::Tuple2(Box::new(int(owner)), Box::new(int(id)))
+        }),
         ("is_expandable", Py::Bool(seg.is_expandable)),
         ("frames", frames(&seg.frames)),
         ("blocks", Py::List(blocks)),

@@ -12,7 +12,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use vramtrace_schema::Op;
 
-/// Trace entries kept per device, as PyTorch's `max_entries`: the newest win.
+/// Trace entries kept per device, as PyTorch's `max_entries`: the newest win. The
+/// browser viewer slows down and then fails as a history grows (pytorch#158364).
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
 
 struct Live {
@@ -33,7 +34,10 @@ struct Pending {
 }
 
 pub struct MemoryVizBuilder {
+    /// 0: no limit.
     max_entries: usize,
+    /// Entries left out per device (the oldest).
+    dropped: Map<i32, u64>,
     /// Device allocations (segments) and annotated blocks, per process, by address.
     segments: Vec<Map<u64, Live>>,
     blocks: Vec<Map<u64, Live>>,
@@ -47,6 +51,7 @@ impl MemoryVizBuilder {
     pub fn new(max_entries: usize) -> Self {
         MemoryVizBuilder {
             max_entries,
+            dropped: Map::default(),
             segments: Vec::new(),
             blocks: Vec::new(),
             annotated: Vec::new(),
@@ -66,8 +71,9 @@ impl MemoryVizBuilder {
 
     fn push(&mut self, dev: i32, process: usize, stack: u64, entry: TraceEntry) {
         let q = self.entries.entry(dev).or_default();
-        if q.len() == self.max_entries {
+        if self.max_entries > 0 && q.len() == self.max_entries {
             q.pop_front();
+            *self.dropped.entry(dev).or_default() += 1;
         }
         q.push_back(Pending {
             entry,
@@ -90,6 +96,17 @@ impl MemoryVizBuilder {
         }
     }
 
+    /// Per device, in ordinal order: (device, entries kept, entries left out).
+    pub fn entry_counts(&self) -> Vec<(i32, usize, u64)> {
+        let mut out: Vec<(i32, usize, u64)> = self
+            .entries
+            .iter()
+            .map(|(&dev, q)| (dev, q.len(), self.dropped.get(&dev).copied().unwrap_or(0)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     pub fn step(&mut self, s: &Step) {
         // A process's end is no event of the allocator's: its segments stay as it left them.
         if s.ended {
@@ -110,6 +127,7 @@ impl MemoryVizBuilder {
             stream: e.stream.unwrap_or(0),
             time_us,
             device_free: None,
+            extra: Default::default(),
             frames: Vec::new(),
         };
         let device_memory = e.kind().is_device_memory();
@@ -231,6 +249,7 @@ impl MemoryVizBuilder {
                         }
                         .into(),
                         is_expandable: false,
+                        segment_pool_id: None,
                         frames: frames_of(p, seg.stack),
                         blocks: with_free_gaps(addr, seg.size, inside),
                     },

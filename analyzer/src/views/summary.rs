@@ -50,6 +50,9 @@ pub struct ProcessSummary {
     /// Calls the interposer counted but could not record (its queue was full).
     pub calls_not_recorded: u64,
     pub truncated: bool,
+    /// A PyTorch snapshot: whether the file says its history was cut short (`None` for a
+    /// trace).
+    pub history_truncated: Option<bool>,
     pub error: Option<String>,
     pub events: u64,
     pub allocations: u64,
@@ -229,6 +232,8 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         cut_by: cut_by(p),
         calls_not_recorded: p.notes.lost_calls,
         truncated: p.notes.truncated_line.is_some(),
+        history_truncated: (p.header.interposer == "pytorch-snapshot")
+            .then_some(!p.history_truncated.is_empty()),
         error: p.error.as_ref().map(|e| e.to_string()),
         events: p.counts.events,
         allocations: p.counts.allocations,

@@ -31,6 +31,7 @@ pub fn snapshot<'a>(
                     stream: e.stream,
                     time_us: from.and_then(|f| f.time_us),
                     device_free: None,
+                    extra: Default::default(),
                     // Segment events were not in the input: they get the request's frames.
                     frames: from.map(|f| f.frames.clone()).unwrap_or_default(),
                 }
@@ -46,6 +47,7 @@ pub fn snapshot<'a>(
                 stream: seg.stream,
                 segment_type: seg.pool.name().to_string(),
                 is_expandable: seg.expandable,
+                segment_pool_id: None,
                 frames: Vec::new(),
                 blocks: seg
                     .blocks

@@ -1,8 +1,11 @@
 //! The pickle machine: one opcode at a time, onto a stack, a memo and the object arena.
 
+use super::entry::{self, KeyIds};
+use super::input::Input;
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
 use crate::model::Map;
+use std::io::Read;
 
 /// An item of the machine's stack: a value, or a MARK.
 #[derive(Clone, Copy)]
@@ -11,290 +14,327 @@ enum Item {
     V(Value),
 }
 
-struct Machine<'a> {
-    data: &'a [u8],
-    pos: usize,
+struct Machine<'r> {
+    input: Input<'r>,
     /// Offset of the opcode being run, for errors.
     at: usize,
     stack: Vec<Item>,
-    /// By index. A map, not a vector indexed by it: a pickler numbers its memo from 0
-    /// upward, but a file may name any index, and a few bytes naming ever larger ones must
-    /// not allocate for every index in between.
-    memo: Map<usize, Value>,
+    /// The memo, by index: a pickler numbers it from 0 upward, so indices come in order
+    /// and live in `memo`; a file may name any index, though, and a few bytes naming ever
+    /// larger ones must not allocate for every index in between: those go to `sparse`.
+    memo: Vec<Value>,
+    sparse: Map<usize, Value>,
+    /// Distinct indices written (Python's `len(memo)`, which MEMOIZE uses).
+    memo_len: usize,
     objects: Vec<Object>,
+    entry_keys: KeyIds,
+    /// Reused buffers: the values above a MARK, and the keys an entry keeps as a dict.
+    marked: Vec<Value>,
+    rest: Vec<(Value, Value)>,
 }
 
 type R<T> = Result<T, PickleError>;
 
-/// Reads a whole pickle. Stops at the first code-carrying opcode, unknown opcode or
-/// malformed argument, with the offset of that opcode.
+/// Reads a whole pickle from memory. Stops at the first code-carrying opcode, unknown
+/// opcode or malformed argument, with the offset of that opcode.
 pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
+    parse_reader(&mut { data })
+}
+
+/// Reads a pickle from a stream, up to its STOP opcode. A read error is reported at the
+/// offset where it happened.
+pub fn parse_reader(reader: &mut dyn Read) -> Result<Pickle, PickleError> {
     let mut m = Machine {
-        data,
-        pos: 0,
+        input: Input::new(reader),
         at: 0,
         stack: Vec::new(),
-        memo: Map::default(),
+        memo: Vec::new(),
+        sparse: Map::default(),
+        memo_len: 0,
         objects: Vec::new(),
+        entry_keys: Default::default(),
+        marked: Vec::new(),
+        rest: Vec::new(),
     };
-    let mut protocol = 0;
-    loop {
-        m.at = m.pos;
-        let op = *m
-            .data
-            .get(m.pos)
-            .ok_or_else(|| m.err("the pickle ends without a STOP opcode".into()))?;
-        m.pos += 1;
-        if let Some(name) = code_carrying(op) {
-            return Err(PickleError {
-                offset: m.at,
-                kind: ErrorKind::CodeCarrying { opcode: op, name },
-            });
-        }
-        match op {
-            0x80 => {
-                protocol = m.take(1)?[0];
-                if protocol > 5 {
-                    return Err(m.err(format!("unsupported pickle protocol {protocol}")));
-                }
-            }
-            0x95 => {
-                m.take(8)?; // FRAME: a length hint; the data simply follows
-            }
-            b'.' => {
-                let root = m.pop_value()?;
-                return Ok(Pickle {
-                    objects: m.objects,
-                    root,
-                    protocol,
-                });
-            }
-            b'(' => m.stack.push(Item::Mark),
-            b'0' => {
-                m.pop()?;
-            }
-            b'1' => {
-                m.pop_mark()?;
-            }
-            b'2' => {
-                let top = m.peek()?;
-                m.push(top);
-            }
-            // Constants and numbers.
-            b'N' => m.push(Value::None),
-            0x88 => m.push(Value::Bool(true)),
-            0x89 => m.push(Value::Bool(false)),
-            b'I' => {
-                let line = m.line()?;
-                let v = match line.as_str() {
-                    "01" => Value::Bool(true),
-                    "00" => Value::Bool(false),
-                    s => Value::Int(m.parse_int(s)?),
-                };
-                m.push(v);
-            }
-            b'L' => {
-                let line = m.line()?;
-                let v = m.parse_int(line.trim_end_matches('L'))?;
-                m.push(Value::Int(v));
-            }
-            b'J' => {
-                let b = m.take(4)?;
-                m.push(Value::Int(i32::from_le_bytes(b.try_into().unwrap()) as i128));
-            }
-            b'K' => {
-                let b = m.take(1)?;
-                m.push(Value::Int(b[0] as i128));
-            }
-            b'M' => {
-                let b = m.take(2)?;
-                m.push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i128));
-            }
-            0x8a => {
-                let n = m.take(1)?[0] as usize;
-                let v = m.long(n)?;
-                m.push(Value::Int(v));
-            }
-            0x8b => {
-                let n = m.len4()?;
-                let v = m.long(n)?;
-                m.push(Value::Int(v));
-            }
-            b'F' => {
-                let line = m.line()?;
-                let v: f64 = line
-                    .trim()
-                    .parse()
-                    .map_err(|_| m.err(format!("bad FLOAT argument {line:?}")))?;
-                m.push(Value::Float(v));
-            }
-            b'G' => {
-                let b = m.take(8)?;
-                m.push(Value::Float(f64::from_be_bytes(b.try_into().unwrap())));
-            }
-            // Strings and bytes.
-            b'S' => {
-                let line = m.line()?;
-                let s = m.python2_string(&line)?;
-                m.push_str(s);
-            }
-            b'T' => {
-                let n = m.len4()?;
-                let b = m.take(n)?.to_vec();
-                m.push_str(b.iter().map(|&c| c as char).collect());
-            }
-            b'U' => {
-                let n = m.take(1)?[0] as usize;
-                let b = m.take(n)?.to_vec();
-                m.push_str(b.iter().map(|&c| c as char).collect());
-            }
-            b'V' => {
-                let line = m.line()?;
-                let s = raw_unicode_escape(&line);
-                m.push_str(s);
-            }
-            b'X' => {
-                let n = m.len4()?;
-                let s = m.utf8(n)?;
-                m.push_str(s);
-            }
-            0x8c => {
-                let n = m.take(1)?[0] as usize;
-                let s = m.utf8(n)?;
-                m.push_str(s);
-            }
-            0x8d => {
-                let n = m.len8()?;
-                let s = m.utf8(n)?;
-                m.push_str(s);
-            }
-            b'B' | 0x8e | b'C' | 0x96 => {
-                let n = match op {
-                    b'B' => m.len4()?,
-                    b'C' => m.take(1)?[0] as usize,
-                    _ => m.len8()?,
-                };
-                let b = m.take(n)?.to_vec();
-                let id = m.alloc(Object::Bytes(b));
-                m.push(Value::Bytes(id));
-            }
-            // Containers.
-            b']' => {
-                let id = m.alloc(Object::Seq(Vec::new()));
-                m.push(Value::List(id));
-            }
-            b'l' => {
-                let items = m.pop_mark()?;
-                let id = m.alloc(Object::Seq(items));
-                m.push(Value::List(id));
-            }
-            b')' => {
-                let id = m.alloc(Object::Seq(Vec::new()));
-                m.push(Value::Tuple(id));
-            }
-            b't' => {
-                let items = m.pop_mark()?;
-                let id = m.alloc(Object::Seq(items));
-                m.push(Value::Tuple(id));
-            }
-            0x85..=0x87 => {
-                let n = (op - 0x84) as usize;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(m.pop_value()?);
-                }
-                items.reverse();
-                let id = m.alloc(Object::Seq(items));
-                m.push(Value::Tuple(id));
-            }
-            b'a' => {
-                let v = m.pop_value()?;
-                let list = m.peek()?;
-                m.extend_seq(list, vec![v])?;
-            }
-            b'e' => {
-                let items = m.pop_mark()?;
-                let list = m.peek()?;
-                m.extend_seq(list, items)?;
-            }
-            b'}' => {
-                let id = m.alloc(Object::Dict(Vec::new()));
-                m.push(Value::Dict(id));
-            }
-            b'd' => {
-                let items = m.pop_mark()?;
-                let pairs = m.pairs(items)?;
-                let id = m.alloc(Object::Dict(pairs));
-                m.push(Value::Dict(id));
-            }
-            b's' => {
-                let v = m.pop_value()?;
-                let k = m.pop_value()?;
-                let dict = m.peek()?;
-                m.extend_dict(dict, vec![(k, v)])?;
-            }
-            b'u' => {
-                let items = m.pop_mark()?;
-                let pairs = m.pairs(items)?;
-                let dict = m.peek()?;
-                m.extend_dict(dict, pairs)?;
-            }
-            0x8f => {
-                let id = m.alloc(Object::Seq(Vec::new()));
-                m.push(Value::Set(id));
-            }
-            0x90 => {
-                let items = m.pop_mark()?;
-                let set = m.peek()?;
-                m.extend_seq(set, items)?;
-            }
-            0x91 => {
-                let items = m.pop_mark()?;
-                let id = m.alloc(Object::Seq(items));
-                m.push(Value::Set(id));
-            }
-            // Memo.
-            b'g' => {
-                let line = m.line()?;
-                let i = m.memo_index(&line)?;
-                m.get(i)?;
-            }
-            b'h' => {
-                let i = m.take(1)?[0] as usize;
-                m.get(i)?;
-            }
-            b'j' => {
-                let i = m.len4()?;
-                m.get(i)?;
-            }
-            b'p' => {
-                let line = m.line()?;
-                let i = m.memo_index(&line)?;
-                m.put(i)?;
-            }
-            b'q' => {
-                let i = m.take(1)?[0] as usize;
-                m.put(i)?;
-            }
-            b'r' => {
-                let i = m.len4()?;
-                m.put(i)?;
-            }
-            0x94 => {
-                let i = m.memo.len();
-                m.put(i)?;
-            }
-            other => {
+    m.run().map_err(|e| match m.input.error.take() {
+        Some(io) => PickleError {
+            offset: m.input.offset(),
+            kind: ErrorKind::Malformed(format!("cannot read: {io}")),
+        },
+        None => e,
+    })
+}
+
+impl Machine<'_> {
+    fn run(&mut self) -> R<Pickle> {
+        let m = self;
+        let mut protocol = 0;
+        loop {
+            m.at = m.input.offset();
+            let Some(op) = m.input.byte() else {
+                return Err(m.err("the pickle ends without a STOP opcode".into()));
+            };
+            if let Some(name) = code_carrying(op) {
                 return Err(PickleError {
                     offset: m.at,
-                    kind: ErrorKind::Unknown(other),
-                })
+                    kind: ErrorKind::CodeCarrying { opcode: op, name },
+                });
+            }
+            match op {
+                0x80 => {
+                    protocol = m.u8()?;
+                    if protocol > 5 {
+                        return Err(m.err(format!("unsupported pickle protocol {protocol}")));
+                    }
+                }
+                0x95 => {
+                    m.take(8)?; // FRAME: a length hint; the data simply follows
+                }
+                b'.' => {
+                    let root = m.pop_value()?;
+                    return Ok(Pickle {
+                        objects: std::mem::take(&mut m.objects),
+                        root,
+                        protocol,
+                        len: m.input.offset(),
+                        entry_keys: m.entry_keys,
+                    });
+                }
+                b'(' => m.stack.push(Item::Mark),
+                b'0' => {
+                    m.pop()?;
+                }
+                b'1' => {
+                    m.pop_mark()?;
+                }
+                b'2' => {
+                    let top = m.peek()?;
+                    m.push(top);
+                }
+                // Constants and numbers.
+                b'N' => m.push(Value::None),
+                0x88 => m.push(Value::Bool(true)),
+                0x89 => m.push(Value::Bool(false)),
+                b'I' => {
+                    let line = m.line()?;
+                    let v = match line.as_str() {
+                        "01" => Value::Bool(true),
+                        "00" => Value::Bool(false),
+                        s => {
+                            let i = m.parse_int(s)?;
+                            m.int(i)
+                        }
+                    };
+                    m.push(v);
+                }
+                b'L' => {
+                    let line = m.line()?;
+                    let v = m.parse_int(line.trim_end_matches('L'))?;
+                    let v = m.int(v);
+                    m.push(v);
+                }
+                b'J' => {
+                    let v = i32::from_le_bytes(m.bytes::<4>()?);
+                    m.push(Value::Int(v as i64));
+                }
+                b'K' => {
+                    let v = m.u8()?;
+                    m.push(Value::Int(v as i64));
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(m.bytes::<2>()?);
+                    m.push(Value::Int(v as i64));
+                }
+                0x8a => {
+                    let n = m.u8()? as usize;
+                    let v = m.long(n)?;
+                    let v = m.int(v);
+                    m.push(v);
+                }
+                0x8b => {
+                    let n = m.len4()?;
+                    let v = m.long(n)?;
+                    let v = m.int(v);
+                    m.push(v);
+                }
+                b'F' => {
+                    let line = m.line()?;
+                    let v: f64 = line
+                        .trim()
+                        .parse()
+                        .map_err(|_| m.err(format!("bad FLOAT argument {line:?}")))?;
+                    m.push(Value::Float(v));
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(m.bytes::<8>()?);
+                    m.push(Value::Float(v));
+                }
+                // Strings and bytes.
+                b'S' => {
+                    let line = m.line()?;
+                    let s = m.python2_string(&line)?;
+                    m.push_str(s);
+                }
+                b'T' => {
+                    let n = m.len4()?;
+                    let b = m.take(n)?.iter().map(|&c| c as char).collect();
+                    m.push_str(b);
+                }
+                b'U' => {
+                    let n = m.u8()? as usize;
+                    let b = m.take(n)?.iter().map(|&c| c as char).collect();
+                    m.push_str(b);
+                }
+                b'V' => {
+                    let line = m.line()?;
+                    let s = raw_unicode_escape(&line);
+                    m.push_str(s);
+                }
+                b'X' => {
+                    let n = m.len4()?;
+                    let s = m.utf8(n)?;
+                    m.push_str(s);
+                }
+                0x8c => {
+                    let n = m.u8()? as usize;
+                    let s = m.utf8(n)?;
+                    m.push_str(s);
+                }
+                0x8d => {
+                    let n = m.len8()?;
+                    let s = m.utf8(n)?;
+                    m.push_str(s);
+                }
+                b'B' | 0x8e | b'C' | 0x96 => {
+                    let n = match op {
+                        b'B' => m.len4()?,
+                        b'C' => m.u8()? as usize,
+                        _ => m.len8()?,
+                    };
+                    let b = m.take(n)?.to_vec();
+                    let id = m.alloc(Object::Bytes(b));
+                    m.push(Value::Bytes(id));
+                }
+                // Containers.
+                b']' => {
+                    let id = m.alloc(Object::Seq(Vec::new()));
+                    m.push(Value::List(id));
+                }
+                b'l' => {
+                    let items = m.pop_mark_owned()?;
+                    let id = m.alloc(Object::Seq(items));
+                    m.push(Value::List(id));
+                }
+                b')' => {
+                    let id = m.alloc(Object::Seq(Vec::new()));
+                    m.push(Value::Tuple(id));
+                }
+                b't' => {
+                    let items = m.pop_mark_owned()?;
+                    let id = m.alloc(Object::Seq(items));
+                    m.push(Value::Tuple(id));
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    let mut items = vec![Value::None; n];
+                    for i in (0..n).rev() {
+                        items[i] = m.pop_value()?;
+                    }
+                    let id = m.alloc(Object::Seq(items));
+                    m.push(Value::Tuple(id));
+                }
+                b'a' => {
+                    let v = m.pop_value()?;
+                    m.marked.clear();
+                    m.marked.push(v);
+                    let list = m.peek()?;
+                    m.extend_seq(list)?;
+                }
+                b'e' => {
+                    m.pop_mark()?;
+                    let list = m.peek()?;
+                    m.extend_seq(list)?;
+                }
+                b'}' => {
+                    let id = m.alloc(Object::Dict(Vec::new()));
+                    m.push(Value::Dict(id));
+                }
+                b'd' => {
+                    m.pop_mark()?;
+                    let pairs = m.pairs()?;
+                    let id = m.alloc(Object::Dict(pairs));
+                    m.push(Value::Dict(id));
+                }
+                b's' => {
+                    let v = m.pop_value()?;
+                    let k = m.pop_value()?;
+                    m.marked.clear();
+                    m.marked.extend([k, v]);
+                    let dict = m.peek()?;
+                    m.extend_dict(dict, false)?;
+                }
+                b'u' => {
+                    m.pop_mark()?;
+                    let dict = m.peek()?;
+                    m.extend_dict(dict, true)?;
+                }
+                0x8f => {
+                    let id = m.alloc(Object::Seq(Vec::new()));
+                    m.push(Value::Set(id));
+                }
+                0x90 => {
+                    m.pop_mark()?;
+                    let set = m.peek()?;
+                    m.extend_seq(set)?;
+                }
+                0x91 => {
+                    let items = m.pop_mark_owned()?;
+                    let id = m.alloc(Object::Seq(items));
+                    m.push(Value::Set(id));
+                }
+                // Memo.
+                b'g' => {
+                    let line = m.line()?;
+                    let i = m.memo_index(&line)?;
+                    m.get(i)?;
+                }
+                b'h' => {
+                    let i = m.u8()? as usize;
+                    m.get(i)?;
+                }
+                b'j' => {
+                    let i = m.len4()?;
+                    m.get(i)?;
+                }
+                b'p' => {
+                    let line = m.line()?;
+                    let i = m.memo_index(&line)?;
+                    m.put(i)?;
+                }
+                b'q' => {
+                    let i = m.u8()? as usize;
+                    m.put(i)?;
+                }
+                b'r' => {
+                    let i = m.len4()?;
+                    m.put(i)?;
+                }
+                0x94 => {
+                    let i = m.memo_len;
+                    m.put(i)?;
+                }
+                other => {
+                    return Err(PickleError {
+                        offset: m.at,
+                        kind: ErrorKind::Unknown(other),
+                    })
+                }
             }
         }
     }
 }
 
-impl<'a> Machine<'a> {
+impl Machine<'_> {
     fn err(&self, msg: String) -> PickleError {
         PickleError {
             offset: self.at,
@@ -302,48 +342,55 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn take(&mut self, n: usize) -> R<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
-        match end {
-            Some(end) => {
-                let data: &'a [u8] = self.data;
-                let s = &data[self.pos..end];
-                self.pos = end;
-                Ok(s)
-            }
-            None => Err(self.err(format!(
-                "the pickle ends inside an argument ({n} bytes wanted, {} left)",
-                self.data.len() - self.pos
-            ))),
-        }
+    fn take(&mut self, n: usize) -> R<&[u8]> {
+        let at = self.at;
+        self.input.take(n).map_err(|left| PickleError {
+            offset: at,
+            kind: ErrorKind::Malformed(format!(
+                "the pickle ends inside an argument ({n} bytes wanted, {left} left)"
+            )),
+        })
+    }
+
+    fn bytes<const N: usize>(&mut self) -> R<[u8; N]> {
+        Ok(self.take(N)?.try_into().expect("take gives N bytes"))
+    }
+
+    fn u8(&mut self) -> R<u8> {
+        Ok(self.bytes::<1>()?[0])
     }
 
     fn len4(&mut self) -> R<usize> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes(b.try_into().unwrap()) as usize)
+        Ok(u32::from_le_bytes(self.bytes::<4>()?) as usize)
     }
 
     fn len8(&mut self) -> R<usize> {
-        let b = self.take(8)?;
-        let n = u64::from_le_bytes(b.try_into().unwrap());
+        let n = u64::from_le_bytes(self.bytes::<8>()?);
         usize::try_from(n).map_err(|_| self.err(format!("length {n} too large")))
     }
 
     /// A protocol 0 argument: bytes up to the next newline, as latin-1.
     fn line(&mut self) -> R<String> {
-        let rest = &self.data[self.pos..];
-        let end = rest
-            .iter()
-            .position(|&c| c == b'\n')
-            .ok_or_else(|| self.err("the pickle ends inside a text argument".into()))?;
-        let s = rest[..end].iter().map(|&c| c as char).collect();
-        self.pos += end + 1;
-        Ok(s)
+        match self.input.line() {
+            Some(b) => Ok(b.iter().map(|&c| c as char).collect()),
+            None => Err(self.err("the pickle ends inside a text argument".into())),
+        }
     }
 
     fn utf8(&mut self, n: usize) -> R<String> {
-        let b = self.take(n)?.to_vec();
-        String::from_utf8(b).map_err(|_| self.err("a string that is not UTF-8".into()))
+        let b = self.take(n)?;
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(self.err("a string that is not UTF-8".into())),
+        }
+    }
+
+    /// An integer value: inline where it fits 64 bits.
+    fn int(&mut self, i: i128) -> Value {
+        match i64::try_from(i) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::BigInt(self.alloc(Object::BigInt(i))),
+        }
     }
 
     fn parse_int(&self, s: &str) -> R<i128> {
@@ -419,57 +466,142 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// Everything above the topmost MARK, and the MARK itself, popped.
-    fn pop_mark(&mut self) -> R<Vec<Value>> {
+    /// Everything above the topmost MARK into `marked`, and the MARK itself, popped.
+    fn pop_mark(&mut self) -> R<()> {
         let from = self
             .stack
             .iter()
             .rposition(|i| matches!(i, Item::Mark))
             .ok_or_else(|| self.err("an opcode wants a MARK and there is none".into()))?;
-        let items = self
-            .stack
-            .drain(from..)
-            .skip(1)
-            .map(|i| match i {
-                Item::V(v) => v,
+        self.marked.clear();
+        for item in &self.stack[from + 1..] {
+            match item {
+                Item::V(v) => self.marked.push(*v),
                 Item::Mark => unreachable!("the topmost mark was found"),
-            })
-            .collect();
-        Ok(items)
+            }
+        }
+        self.stack.truncate(from);
+        Ok(())
     }
 
-    fn pairs(&self, items: Vec<Value>) -> R<Vec<(Value, Value)>> {
-        if !items.len().is_multiple_of(2) {
+    fn pop_mark_owned(&mut self) -> R<Vec<Value>> {
+        self.pop_mark()?;
+        Ok(self.marked.drain(..).collect())
+    }
+
+    /// `marked` as key-value pairs.
+    fn pairs(&mut self) -> R<Vec<(Value, Value)>> {
+        if !self.marked.len().is_multiple_of(2) {
             return Err(self.err("a dict with an odd number of keys and values".into()));
         }
-        Ok(items.chunks(2).map(|c| (c[0], c[1])).collect())
+        Ok(self.marked.chunks(2).map(|c| (c[0], c[1])).collect())
     }
 
-    fn extend_seq(&mut self, target: Value, items: Vec<Value>) -> R<()> {
-        let id = match target {
-            Value::List(id) | Value::Set(id) => id,
+    /// Appends `marked` to a list or set; dicts appended to a list that are history
+    /// entries are kept compact.
+    fn extend_seq(&mut self, target: Value) -> R<()> {
+        let (id, list) = match target {
+            Value::List(id) => (id, true),
+            Value::Set(id) => (id, false),
             _ => return Err(self.err("APPEND or ADDITEMS on something not a list or set".into())),
         };
+        if list {
+            for i in 0..self.marked.len() {
+                if let Value::Dict(d) = self.marked[i] {
+                    self.compact(d);
+                }
+            }
+        }
         match &mut self.objects[id] {
-            Object::Seq(v) => v.extend(items),
+            Object::Seq(v) => v.extend_from_slice(&self.marked),
             _ => unreachable!("list ids name sequences"),
         }
         Ok(())
     }
 
-    fn extend_dict(&mut self, target: Value, pairs: Vec<(Value, Value)>) -> R<()> {
+    /// Dict `id` as an [`entry::Entry`] if it is a history entry.
+    fn compact(&mut self, id: usize) {
+        let Object::Dict(pairs) = &self.objects[id] else {
+            return;
+        };
+        if pairs.len() > 16 {
+            return;
+        }
+        let Some(e) = entry::compact(
+            &self.objects,
+            &mut self.entry_keys,
+            pairs.iter().copied(),
+            &mut self.rest,
+        ) else {
+            return;
+        };
+        if let Some(e) = self.with_rest(e) {
+            self.objects[id] = Object::Entry(e);
+        }
+    }
+
+    /// `e` with the pairs `compact` left in `rest` as a dict of its own.
+    fn with_rest(&mut self, mut e: entry::Entry) -> Option<entry::Entry> {
+        if !self.rest.is_empty() {
+            let rest = self.alloc(Object::Dict(self.rest.clone()));
+            e.set_rest(rest)?;
+        }
+        Some(e)
+    }
+
+    /// SETITEMS filling empty dict `id` with `marked`: an entry if it is one.
+    fn compact_marked(&mut self, id: usize) -> bool {
+        let empty = matches!(&self.objects[id], Object::Dict(d) if d.is_empty());
+        if !empty || self.marked.len() > 32 {
+            return false;
+        }
+        let pairs = self.marked.chunks_exact(2).map(|c| (c[0], c[1]));
+        let Some(e) = entry::compact(&self.objects, &mut self.entry_keys, pairs, &mut self.rest)
+        else {
+            return false;
+        };
+        match self.with_rest(e) {
+            Some(e) => {
+                self.objects[id] = Object::Entry(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn extend_dict(&mut self, target: Value, setitems: bool) -> R<()> {
         let Value::Dict(id) = target else {
             return Err(self.err("SETITEM on something not a dict".into()));
         };
+        if !self.marked.len().is_multiple_of(2) {
+            return Err(self.err("a dict with an odd number of keys and values".into()));
+        }
+        if setitems && self.compact_marked(id) {
+            return Ok(());
+        }
+        // An entry written to after it was appended (only a crafted file does): a dict again.
+        let expanded = match &self.objects[id] {
+            Object::Entry(e) => {
+                let rest = match e.rest().map(|r| &self.objects[r]) {
+                    Some(Object::Dict(d)) => d.as_slice(),
+                    _ => &[],
+                };
+                Some(e.pairs(&self.entry_keys, rest))
+            }
+            _ => None,
+        };
+        if let Some(pairs) = expanded {
+            self.objects[id] = Object::Dict(pairs);
+        }
         match &mut self.objects[id] {
-            Object::Dict(d) => d.extend(pairs),
+            Object::Dict(d) => d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1]))),
             _ => unreachable!("dict ids name dicts"),
         }
         Ok(())
     }
 
     fn get(&mut self, i: usize) -> R<()> {
-        match self.memo.get(&i).copied() {
+        match self.memo.get(i).or_else(|| self.sparse.get(&i)).copied() {
             Some(v) => {
                 self.push(v);
                 Ok(())
@@ -480,7 +612,84 @@ impl<'a> Machine<'a> {
 
     fn put(&mut self, i: usize) -> R<()> {
         let v = self.peek()?;
-        self.memo.insert(i, v);
+        if i < self.memo.len() {
+            self.memo[i] = v;
+        } else if i == self.memo.len() {
+            self.memo_len += self.sparse.remove(&i).is_none() as usize;
+            self.memo.push(v);
+        } else {
+            self.memo_len += self.sparse.insert(i, v).is_none() as usize;
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Protocol 2 opcodes for `[{k: v, ...}]` (SETITEMS, then APPEND), `more` before STOP.
+    fn list_of_one_dict(pairs: &[(&str, &[u8])], more: &[u8]) -> Vec<u8> {
+        let mut b = b"\x80\x02]q\x00}q\x01(".to_vec();
+        for (k, v) in pairs {
+            b.push(b'X');
+            b.extend((k.len() as u32).to_le_bytes());
+            b.extend(k.as_bytes());
+            b.extend(*v);
+        }
+        b.extend(b"ua");
+        b.extend(more);
+        b.push(b'.');
+        b
+    }
+
+    const ALLOC: &[u8] = b"X\x05\x00\x00\x00alloc";
+
+    #[test]
+    fn an_entry_reads_back_as_the_dict_it_was() {
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01"), ("stream", b"N")],
+            b"",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_some());
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(1));
+        assert_eq!(p.get(d, "stream"), Some(Value::None));
+        assert_eq!(p.str(p.get(d, "action").unwrap()), Some("alloc"));
+        let keys: Vec<&str> = p
+            .dict(d)
+            .unwrap()
+            .iter()
+            .filter_map(|(k, _)| p.str(*k))
+            .collect();
+        assert_eq!(keys, ["addr", "action", "stream"]);
+    }
+
+    #[test]
+    fn a_key_twice_leaves_a_dict_where_the_last_wins() {
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01"), ("addr", b"K\x02")],
+            b"",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_none());
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(2));
+    }
+
+    #[test]
+    fn an_entry_written_to_after_it_was_appended_is_a_dict_again() {
+        // BINGET 1 (the dict), SETITEM size=7, POP.
+        let b = list_of_one_dict(
+            &[("action", ALLOC), ("addr", b"K\x01")],
+            b"h\x01X\x04\x00\x00\x00sizeK\x07s0",
+        );
+        let p = parse(&b).unwrap();
+        let d = p.seq(p.root).unwrap()[0];
+        assert!(p.entry(d).is_none());
+        assert_eq!(p.get(d, "size").and_then(|v| p.int(v)), Some(7));
+        assert_eq!(p.get(d, "addr").and_then(|v| p.int(v)), Some(1));
+        assert_eq!(p.dict(d).unwrap().len(), 3);
     }
 }

@@ -9,21 +9,29 @@
 //!
 //! Values live in an arena (`Pickle::objects`) and refer to each other by index, so a memo
 //! reference (`BINGET`) costs one word however large the object it names: a file of N bytes
-//! never grows past O(N) in memory, whatever it shares.
+//! never grows past O(N) in memory, whatever it shares. A value is 16 bytes, the file is
+//! read as a stream (never held whole), and history entries are kept as fixed records
+//! (`entry.rs`): a snapshot decodes to about 1.7 times its size.
 
+use std::borrow::Cow;
 use std::fmt;
 
+pub mod entry;
+mod input;
 mod machine;
 mod text;
 
-pub use machine::parse;
+pub use entry::Entry;
+pub use machine::{parse, parse_reader};
 
 /// One value of the pickle. Containers and strings are indices into `Pickle::objects`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
     None,
     Bool(bool),
-    Int(i128),
+    Int(i64),
+    /// An integer outside i64 (LONG1/LONG4 of up to 16 bytes): an `Object::BigInt`.
+    BigInt(usize),
     Float(f64),
     Str(usize),
     Bytes(usize),
@@ -41,6 +49,9 @@ pub enum Object {
     /// Lists, tuples and sets.
     Seq(Vec<Value>),
     Dict(Vec<(Value, Value)>),
+    /// A dict that is a history entry, kept compact (`entry.rs`).
+    Entry(Entry),
+    BigInt(i128),
 }
 
 /// A decoded pickle: its root value and the arena the value points into.
@@ -50,6 +61,10 @@ pub struct Pickle {
     pub root: Value,
     /// The protocol named by the `PROTO` opcode (0 when there is none).
     pub protocol: u8,
+    /// Bytes read up to and including the STOP opcode.
+    pub len: usize,
+    /// The key objects history entries were read with (`entry.rs`).
+    pub(crate) entry_keys: entry::KeyIds,
 }
 
 /// Why a pickle was not read: the byte offset of the opcode, and what went wrong.
@@ -133,10 +148,34 @@ impl Pickle {
         }
     }
 
-    pub fn dict(&self, v: Value) -> Option<&[(Value, Value)]> {
+    pub fn is_dict(&self, v: Value) -> bool {
+        matches!(v, Value::Dict(_))
+    }
+
+    /// A dict's pairs, in the file's order (a history entry's rebuilt: its known keys
+    /// first).
+    pub fn dict(&self, v: Value) -> Option<Cow<'_, [(Value, Value)]>> {
         match v {
             Value::Dict(id) => match &self.objects[id] {
-                Object::Dict(d) => Some(d),
+                Object::Dict(d) => Some(Cow::Borrowed(d)),
+                Object::Entry(e) => {
+                    let rest = e.rest().and_then(|r| match &self.objects[r] {
+                        Object::Dict(d) => Some(d.as_slice()),
+                        _ => None,
+                    });
+                    Some(Cow::Owned(e.pairs(&self.entry_keys, rest.unwrap_or(&[]))))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The history entry `v` was kept as, if it was.
+    pub fn entry(&self, v: Value) -> Option<&Entry> {
+        match v {
+            Value::Dict(id) => match &self.objects[id] {
+                Object::Entry(e) => Some(e),
                 _ => None,
             },
             _ => None,
@@ -145,7 +184,21 @@ impl Pickle {
 
     /// `d[key]` for a dict with string keys (the last one wins, as in Python).
     pub fn get(&self, d: Value, key: &str) -> Option<Value> {
-        self.dict(d)?
+        let Value::Dict(id) = d else { return None };
+        let pairs = match &self.objects[id] {
+            Object::Dict(pairs) => pairs,
+            Object::Entry(e) => {
+                if let Some(v) = e.get(key) {
+                    return Some(v);
+                }
+                match &self.objects[e.rest()?] {
+                    Object::Dict(pairs) => pairs,
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+        pairs
             .iter()
             .rev()
             .find(|(k, _)| self.str(*k) == Some(key))
@@ -154,7 +207,11 @@ impl Pickle {
 
     pub fn int(&self, v: Value) -> Option<i128> {
         match v {
-            Value::Int(i) => Some(i),
+            Value::Int(i) => Some(i as i128),
+            Value::BigInt(id) => match self.objects[id] {
+                Object::BigInt(i) => Some(i),
+                _ => None,
+            },
             Value::Bool(b) => Some(b as i128),
             _ => None,
         }
@@ -163,7 +220,7 @@ impl Pickle {
     pub fn float(&self, v: Value) -> Option<f64> {
         match v {
             Value::Float(f) => Some(f),
-            Value::Int(i) => Some(i as f64),
+            Value::Int(_) | Value::BigInt(_) => self.int(v).map(|i| i as f64),
             _ => None,
         }
     }

@@ -1,0 +1,152 @@
+//! History entries kept compact. A snapshot's history is nearly all of it: a million
+//! dicts of six keys (`action`, `addr`, `size`, `stream`, `time_us`, `frames`), each key
+//! and each frame list a memo reference into the file. As a dict of values, one entry
+//! takes ~200 bytes; as [`Entry`], a fixed record with the frame list by id, 56.
+//!
+//! A dict becomes an `Entry` when it has an `action` string and it is complete: filled
+//! by one SETITEMS while empty (as protocols 1-5 write a small dict), or appended to a list
+//! (as protocol 0, which sets one key at a time, leaves it); every key that is not one of the
+//! known integer fields with an integer value stays in `rest`, a plain dict, so reading
+//! an entry gives back exactly what the file said.
+
+use super::{Object, Value};
+
+/// The integer fields kept inline, in this order.
+pub const INT_KEYS: [&str; 5] = ["addr", "size", "stream", "time_us", "device_free"];
+/// All keys with a slot: the integer fields, then `action` and `frames`.
+pub const ACTION: usize = 5;
+pub const FRAMES: usize = 6;
+pub const KEYS: usize = 7;
+
+const NONE: u32 = u32::MAX;
+
+/// A history entry decoded from a dict. Ids are indices into `Pickle::objects`.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    ints: [i64; 5],
+    /// The `action` string.
+    action: u32,
+    /// The `frames` list or tuple (`NONE` when absent).
+    frames: u32,
+    /// The other keys, as a dict (`NONE` when there are none).
+    rest: u32,
+    /// Bit i: slot i is present; bit 7: `frames` is a tuple.
+    present: u8,
+}
+
+const TUPLE: u8 = 1 << 7;
+
+fn slot(key: &str) -> Option<usize> {
+    match key {
+        "action" => Some(ACTION),
+        "frames" => Some(FRAMES),
+        _ => INT_KEYS.iter().position(|k| *k == key),
+    }
+}
+
+fn id(i: usize) -> Option<u32> {
+    u32::try_from(i).ok().filter(|&i| i != NONE)
+}
+
+/// The key objects seen for each slot: what an entry's keys read back as.
+pub type KeyIds = [Option<usize>; KEYS];
+
+/// `pairs` as an entry, or `None` when it is not one (no `action` string, a key twice,
+/// an id too large). `rest` receives the pairs kept as a dict and returns its id.
+pub fn compact(
+    objects: &[Object],
+    keys: &mut KeyIds,
+    pairs: impl IntoIterator<Item = (Value, Value)>,
+    rest: &mut Vec<(Value, Value)>,
+) -> Option<Entry> {
+    let mut e = Entry {
+        ints: [0; 5],
+        action: NONE,
+        frames: NONE,
+        rest: NONE,
+        present: 0,
+    };
+    rest.clear();
+    // Slot names met, as values or in `rest`: one met twice leaves the dict a dict.
+    let mut met = 0u8;
+    for (k, v) in pairs {
+        let Value::Str(kid) = k else {
+            rest.push((k, v));
+            continue;
+        };
+        // The key objects are memo references to the first entry's, mostly: matched by id
+        // before by text.
+        let known = keys.iter().position(|&k| k == Some(kid));
+        let Some(i) = known.or_else(|| match &objects[kid] {
+            Object::Str(name) => slot(name),
+            _ => None,
+        }) else {
+            rest.push((k, v));
+            continue;
+        };
+        if met & (1 << i) != 0 {
+            return None;
+        }
+        met |= 1 << i;
+        match (i, v) {
+            (ACTION, Value::Str(s)) => e.action = id(s)?,
+            (FRAMES, Value::List(l)) => e.frames = id(l)?,
+            (FRAMES, Value::Tuple(l)) => {
+                e.frames = id(l)?;
+                e.present |= TUPLE;
+            }
+            (i, Value::Int(n)) if i < ACTION => e.ints[i] = n,
+            _ => {
+                rest.push((k, v));
+                continue;
+            }
+        }
+        e.present |= 1 << i;
+        keys[i].get_or_insert(kid);
+    }
+    (e.present & (1 << ACTION) != 0).then_some(e)
+}
+
+impl Entry {
+    pub fn set_rest(&mut self, rest: usize) -> Option<()> {
+        self.rest = id(rest)?;
+        Some(())
+    }
+
+    pub fn rest(&self) -> Option<usize> {
+        (self.rest != NONE).then_some(self.rest as usize)
+    }
+
+    /// The value of slot `i`, if present.
+    pub fn slot(&self, i: usize) -> Option<Value> {
+        if self.present & (1 << i) == 0 {
+            return None;
+        }
+        Some(match i {
+            ACTION => Value::Str(self.action as usize),
+            FRAMES if self.present & TUPLE != 0 => Value::Tuple(self.frames as usize),
+            FRAMES => Value::List(self.frames as usize),
+            i => Value::Int(self.ints[i]),
+        })
+    }
+
+    /// Integer field `i` (an index into [`INT_KEYS`]) when the dict had it as an integer;
+    /// `None` when it had it otherwise or not at all (then see `rest`).
+    pub fn int(&self, i: usize) -> Option<i64> {
+        (self.present & (1 << i) != 0).then_some(self.ints[i])
+    }
+
+    /// `entry[key]` as the dict had it.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.slot(slot(key)?)
+    }
+
+    /// The dict again: slots (with the key objects first seen for them), then the rest.
+    pub fn pairs(&self, keys: &KeyIds, rest: &[(Value, Value)]) -> Vec<(Value, Value)> {
+        let mut out: Vec<(Value, Value)> = (0..KEYS)
+            .filter_map(|i| Some((Value::Str(keys[i]?), self.slot(i)?)))
+            .collect();
+        out.extend_from_slice(rest);
+        out
+    }
+}

@@ -1,0 +1,112 @@
+//! The bytes of a pickle, read from a stream a window at a time: a snapshot of 2 GB is
+//! never held whole in memory, only the objects decoded from it.
+
+use std::io::Read;
+
+/// The least read from the stream at once.
+const CHUNK: usize = 1 << 16;
+
+pub struct Input<'r> {
+    reader: &'r mut dyn Read,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Offset in the stream of `buf[0]`.
+    base: usize,
+    /// A read error, kept to be reported as what it was rather than as a truncated file.
+    pub error: Option<std::io::Error>,
+}
+
+impl<'r> Input<'r> {
+    pub fn new(reader: &'r mut dyn Read) -> Input<'r> {
+        Input {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            base: 0,
+            error: None,
+        }
+    }
+
+    /// Offset in the stream of the next unread byte.
+    pub fn offset(&self) -> usize {
+        self.base + self.start
+    }
+
+    /// Bytes available without reading more.
+    fn available(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Reads until at least `n` bytes are available or the stream ends. The buffer grows
+    /// with what arrives, never ahead of it: a length field of 2^60 in a short file costs
+    /// nothing but the file.
+    fn fill(&mut self, n: usize) -> bool {
+        if self.available() >= n {
+            return true;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.base += self.start;
+            self.end -= self.start;
+            self.start = 0;
+        }
+        while self.available() < n {
+            let want = (n - self.available()).clamp(CHUNK, 1 << 26);
+            if self.buf.len() < self.end + want {
+                self.buf.resize(self.end + want, 0);
+            }
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => return false,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The next `n` bytes, or `None` (with what is left) when the stream ends first.
+    pub fn take(&mut self, n: usize) -> Result<&[u8], usize> {
+        if !self.fill(n) {
+            return Err(self.available());
+        }
+        let s = &self.buf[self.start..self.start + n];
+        self.start += n;
+        Ok(s)
+    }
+
+    pub fn byte(&mut self) -> Option<u8> {
+        if self.start == self.end && !self.fill(1) {
+            return None;
+        }
+        let b = self.buf[self.start];
+        self.start += 1;
+        Some(b)
+    }
+
+    /// The bytes up to the next newline (which is consumed, not returned); `None` when
+    /// the stream ends first.
+    pub fn line(&mut self) -> Option<&[u8]> {
+        let mut scanned = 0;
+        loop {
+            let newline = self.buf[self.start + scanned..self.end]
+                .iter()
+                .position(|&c| c == b'\n');
+            if let Some(i) = newline {
+                let (from, at) = (self.start, self.start + scanned + i);
+                self.start = at + 1;
+                return Some(&self.buf[from..at]);
+            }
+            scanned = self.available();
+            if !self.fill(scanned + 1) {
+                return None;
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! A large snapshot (a history of ~100,000 entries, a few MB) with the real frames of a
+//! fixture, shared as PyTorch's pickler shares them, read by the views and checked against
+//! a replay written here in Python over Python's own `pickle`. Its reading speed is
+//! measured by `scripts/bench.sh`, never asserted here.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/torch-snapshots/EoR_NN_snapshot.pickle")
+}
+
+/// Writes OUT: one 16 GiB segment, a random stream of allocations (bump-allocated, never
+/// reused) and frees, each allocation with one of the fixture's own frame lists (the same
+/// list objects, so the pickle shares them), and the final blocks that stream leaves.
+const GENERATE: &str = r#"
+import pickle, random, sys
+src, out, n, protocol = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+real = pickle.load(open(src, "rb"))
+stacks, seen = [], set()
+for e in real["device_traces"][0]:
+    f = e.get("frames")
+    if f and id(f) not in seen:
+        seen.add(id(f)); stacks.append(f)
+random.seed(12)
+SEG, SEG_SIZE = 0x7f0000000000, 16 << 30
+t = 1738780408787504
+def entry(action, addr, size, frames):
+    global t
+    t += random.randint(0, 40)
+    return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": frames}
+trace = [entry("segment_alloc", SEG, SEG_SIZE, [])]
+live, order, bump = {}, [], SEG
+for i in range(n):
+    if order and random.random() < 0.48:
+        addr = order.pop(random.randrange(len(order)))
+        size, block, frames = live.pop(addr)
+        trace.append(entry("free_requested", addr, size, frames))
+        trace.append(entry("free_completed", addr, size, frames))
+    else:
+        size = random.choice([512, 4096, 65536, 1 << 20]) - random.randrange(0, 500)
+        block = (size + 511) // 512 * 512
+        frames = random.choice(stacks)
+        live[bump] = (size, block, frames); order.append(bump)
+        trace.append(entry("alloc", bump, size, frames))
+        bump += block
+assert bump <= SEG + SEG_SIZE
+blocks, at = [], SEG
+for addr in sorted(live):
+    if addr > at:
+        blocks.append({"address": at, "size": addr - at, "requested_size": 0, "state": "inactive", "frames": []})
+    size, block, frames = live[addr]
+    blocks.append({"address": addr, "size": block, "requested_size": size, "state": "active_allocated", "frames": frames})
+    at = addr + block
+if at < SEG + SEG_SIZE:
+    blocks.append({"address": at, "size": SEG + SEG_SIZE - at, "requested_size": 0, "state": "inactive", "frames": []})
+snap = {"segments": [{"device": 0, "address": SEG, "total_size": SEG_SIZE, "stream": 0,
+    "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+    "blocks": blocks}], "device_traces": [trace]}
+with open(out, "wb") as f:
+    pickle.dump(snap, f, protocol=protocol)
+print("[]")
+"#;
+
+/// The figures, from the file as Python's `pickle` reads it: the most requested bytes of
+/// live tensors (a tensor counts from `alloc` to `free_completed`) and how many were live
+/// then, the function holding the most at that moment (the innermost Python frame outside
+/// torch, site-packages and the standard library, else the innermost Python frame), the
+/// reserved peak, and the events the
+/// history stands for (segment allocations, tensor allocations and frees).
+const TRUTH: &str = r#"
+import json, pickle, sys
+snap = pickle.load(open(sys.argv[1], "rb"))
+trace = snap["device_traces"][0]
+LIB = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3")
+def python(f):
+    n = f["filename"]
+    return n.endswith(".py") or (n.startswith("<") and not n.startswith("<frozen"))
+def user(f):
+    n = f["filename"]
+    return python(f) and not n.startswith("<frozen") and not any(l in n for l in LIB)
+def who(frames):
+    for pick in (user, python):
+        for f in frames:
+            if pick(f):
+                return (f["name"], f["filename"])
+alive, live, peak, at_peak, reserved, peak_reserved = {}, 0, 0, {}, 0, 0
+for e in trace:
+    a = e["action"]
+    if a == "alloc":
+        alive[e["addr"]] = (e["size"], e["frames"]); live += e["size"]
+    elif a == "free_completed":
+        live -= alive.pop(e["addr"])[0]
+    elif a == "segment_alloc":
+        reserved += e["size"]; peak_reserved = max(peak_reserved, reserved)
+    if live > peak:
+        peak, at_peak = live, dict(alive)
+by = {}
+for size, frames in at_peak.values():
+    if who(frames):
+        by[who(frames)] = by.get(who(frames), 0) + size
+top = max(by.items(), key=lambda kv: kv[1])
+count = lambda *actions: sum(1 for e in trace if e["action"] in actions)
+print(json.dumps([{"entries": len(trace), "peak": peak, "tensors": len(at_peak),
+    "function": top[0][0], "file": top[0][1], "function_bytes": top[1], "peak_reserved": peak_reserved,
+    "segment_allocations": count("segment_alloc"),
+    "events": count("segment_alloc", "alloc", "free_completed")}]))
+"#;
+
+fn generate(dir: &Path, protocol: u8) -> PathBuf {
+    let path = dir.join(format!("large-p{protocol}.pickle"));
+    common::python_list(
+        GENERATE,
+        &[
+            &fixture(),
+            &path,
+            Path::new("50000"),
+            Path::new(&protocol.to_string()),
+        ],
+    );
+    path
+}
+
+fn json(args: &[&str], path: &Path) -> Value {
+    let out = common::vramtrace_ok(&[args, &[path.to_str().unwrap()]].concat());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_large_history_gives_pythons_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    for protocol in [2, 4] {
+        let path = generate(dir.path(), protocol);
+        let truth = &common::python_list(TRUTH, &[&path])[0];
+        assert!(truth["entries"].as_u64().unwrap() > 70_000, "{truth}");
+        let summary = json(&["summary", "--json"], &path);
+        let p = &summary["processes"][0];
+        let d = &p["devices"][0];
+        assert_eq!(d["peak_requested_bytes"], truth["peak"], "p{protocol}");
+        assert_eq!(
+            d["peak_reserved_bytes"], truth["peak_reserved"],
+            "p{protocol}"
+        );
+        assert_eq!(
+            p["allocations"], truth["segment_allocations"],
+            "p{protocol}"
+        );
+        assert_eq!(p["events"], truth["events"], "p{protocol}");
+        assert_eq!(p["history_truncated"], false, "p{protocol}");
+        let peak = json(&["peak", "--json"], &path);
+        let d = &peak["devices"][0];
+        assert_eq!(d["live_bytes"], truth["peak"], "p{protocol}");
+        assert_eq!(d["live_blocks"], truth["tensors"], "p{protocol}");
+        assert_eq!(
+            d["top_function"]["function"], truth["function"],
+            "p{protocol}"
+        );
+        assert_eq!(d["top_function"]["file"], truth["file"], "p{protocol}");
+        assert_eq!(
+            d["top_function"]["bytes"], truth["function_bytes"],
+            "p{protocol}"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! A bounded version of the `snapshot_reader` fuzz target for the normal test suite: 400
+//! mutants of a real snapshot (bytes changed, removed and cut), each read to the model
+//! and streamed as the views read it. None may panic; each reads or gives an error.
+
+use std::path::{Path, PathBuf};
+use vramtrace_analyzer::snapshot::events::SnapshotEvents;
+use vramtrace_analyzer::snapshot::{parse_snapshot, pickle};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/torch-snapshots/silmont_mem_snapshot.pickle")
+}
+
+/// A small deterministic generator (xorshift), so that a failure names a mutant that
+/// can be made again.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn mutant(data: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut m = data.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(3) {
+            0 => {
+                let i = rng.below(m.len());
+                m[i] = rng.next() as u8;
+            }
+            1 => {
+                let i = rng.below(m.len());
+                m.remove(i);
+            }
+            _ => m.truncate(1 + rng.below(m.len())),
+        }
+    }
+    m
+}
+
+#[test]
+fn mutants_of_a_real_snapshot_read_or_fail_without_panicking() {
+    let data = std::fs::read(fixture()).unwrap();
+    let mut rng = Rng(0x5eed_1234_abcd_ef01);
+    let (mut read, mut streamed) = (0, 0);
+    for i in 0..400 {
+        let m = mutant(&data, &mut rng);
+        read += parse_snapshot(&m).is_ok() as u32;
+        let Ok(p) = pickle::parse(&m) else { continue };
+        let path = Path::new("mutant.pickle");
+        if let Ok(mut events) = SnapshotEvents::from_pickle(path, p, false) {
+            streamed += 1;
+            let mut n = 0u64;
+            while events.next_event().is_some() {
+                n += 1;
+                assert!(n < 1_000_000, "mutant {i}: events out of proportion");
+            }
+        }
+    }
+    // Some mutants change only a value: the readers must have been exercised past the
+    // first error.
+    assert!(read > 0 && streamed > 0, "read {read}, streamed {streamed}");
+}
