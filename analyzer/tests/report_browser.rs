@@ -109,6 +109,20 @@ fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
             .contains("1.0 GiB live at 0.040s in 1 block"),
         "{d}"
     );
+    // Brushed to its first half (0 to 25 ms), the axis ticks every 5 ms, and a click
+    // in the middle of the window (12.5 ms) finds the 3 GiB live from 10 ms.
+    assert_eq!(d["zoom_axis"].as_array().unwrap().last().unwrap(), "0.02s");
+    assert!(
+        d["zoom_click_title"]
+            .as_str()
+            .unwrap()
+            .contains("3.0 GiB live at 0.010s in 1 block"),
+        "{d}"
+    );
+    assert!(
+        d["zoom_hover"].as_str().unwrap().starts_with("at 0.012"),
+        "{d}"
+    );
     // The failure is marked on the plot, with the capacity unknown (no meminfo).
     assert!(
         c.dom.contains("out of memory: 8.0 GiB"),

@@ -191,6 +191,27 @@ fn a_caching_allocator_run_shows_its_markers_layers_and_leaked_tensors() {
         hover.contains("device (NVML)") && hover.contains("allocated"),
         "{hover}"
     );
+    // Its work is all in its first milliseconds, then it waits for NVML's samples (at
+    // the default 1 s, for seconds): drawn whole, the markers `model` and `step` crowd
+    // the left edge; zoomed to twice the peak's time, they stand far apart.
+    let d = &c.selftest["devices"][0];
+    let x_of = |key: &str, name: &str| {
+        d[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                m[0].as_str()
+                    .unwrap()
+                    .starts_with(&format!("marker {name} "))
+            })
+            .and_then(|m| m[1].as_f64())
+    };
+    let gap = |key| x_of(key, "step").unwrap() - x_of(key, "model").unwrap();
+    assert!(
+        gap("peak_zoom_markers") > 5.0 * gap("markers").max(1.0),
+        "apart once zoomed: {d}"
+    );
     // NVML counts the context: drawn clipped, said so, the other layers keep their scale.
     assert!(c.dom.contains("clipped at the top"), "the NVML note");
     assert!(peak_titles(&c)[0].contains("tensors (requested bytes)"));

@@ -46,6 +46,8 @@ pub struct Held {
     pub count: u64,
     /// `allocated` (tensors, requested bytes) or `reserved`.
     pub layer: &'static str,
+    /// Groups live then, kept or not.
+    pub group_count: u64,
     /// The largest [`GRAPH_GROUPS`] groups.
     pub groups: Vec<Group>,
 }
@@ -161,6 +163,7 @@ pub fn build(i: Inputs) -> ReportView {
                 bytes,
                 count: groups.iter().map(|g| g.blocks).sum(),
                 layer,
+                group_count: groups.len() as u64,
                 groups: groups.iter().take(GRAPH_GROUPS).cloned().collect(),
             }
         })
@@ -194,6 +197,7 @@ pub fn build(i: Inputs) -> ReportView {
                     f.live_blocks
                 },
                 layer: if tensors { "allocated" } else { "reserved" },
+                group_count: groups.len() as u64,
                 // A post-mortem's groups are its process's own: name the process.
                 groups: groups
                     .iter()

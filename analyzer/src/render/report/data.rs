@@ -86,7 +86,7 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                     })
                 })
                 .collect();
-            // [time, label, layer, bytes, count, groups]
+            // [time, label, layer, bytes, count, groups, groups live in all]
             let mut moments: Vec<Value> = Vec::new();
             for &k in &kept {
                 let m = &v.moments[k];
@@ -101,7 +101,8 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                         d.layer,
                         d.bytes,
                         d.blocks,
-                        who.groups(&d.groups)
+                        who.groups(&d.groups),
+                        d.group_count
                     ]));
                 }
             }
@@ -117,7 +118,8 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                     h.layer,
                     h.bytes,
                     h.count,
-                    who.groups(&h.groups)
+                    who.groups(&h.groups),
+                    h.group_count
                 ]));
             }
             moments.sort_by_key(|m| m[0].as_u64());

@@ -26,6 +26,8 @@ pub const MAX_PAGE_BYTES: usize = 5 << 20;
 
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
+/// Zooming a plot's time axis (report.js calls it), in the same script element.
+const ZOOM: &str = include_str!("zoom.js");
 
 pub struct Report<'a> {
     pub view: &'a ReportView,
@@ -120,7 +122,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     let embedded = escape::script_json(&embedded).into_owned();
     let _ = write!(
         o,
-        "</main>\n<script type=\"application/json\" id=\"vt-data\">{embedded}</script>\n<script>{SCRIPT}</script>\n</body></html>\n"
+        "</main>\n<script type=\"application/json\" id=\"vt-data\">{embedded}</script>\n<script>{ZOOM}\n{SCRIPT}</script>\n</body></html>\n"
     );
     o
 }

@@ -35,18 +35,6 @@
   }
   var data = JSON.parse(document.getElementById('vt-data').textContent);
 
-  function timeAt(svg, ev) {
-    var pt = svg.createSVGPoint();
-    pt.x = ev.clientX; pt.y = ev.clientY;
-    var m = svg.getScreenCTM();
-    if (!m) return 0;
-    var p = pt.matrixTransform(m.inverse());
-    var left = +svg.getAttribute('data-left'), right = +svg.getAttribute('data-right');
-    var tend = +svg.getAttribute('data-tend');
-    var f = Math.min(1, Math.max(0, (p.x - left) / (right - left)));
-    return { t: f * tend, x: left + f * (right - left) };
-  }
-
   function readout(i, d, t) {
     var box = document.getElementById('vt-readout-' + i);
     box.textContent = '';
@@ -60,11 +48,11 @@
   }
 
   // The moment shown for a click at t: the last one at or before it (the state then),
-  // or the first when t is before every moment.
+  // or -1 when t is before every moment (nothing was live yet).
   function nearest(d, t) {
     var ts = d.moments.map(function (m) { return m[0]; });
     var k = at(ts, t);
-    return k < 0 ? -1 : k;
+    return k < 0 || ts[k] > t ? -1 : k;
   }
 
   function liveset(i, d, k, asked) {
@@ -112,25 +100,34 @@
       body.appendChild(tr); shown += g[2];
     });
     table.appendChild(body); box.appendChild(table);
-    if (m[3] > shown && m[5].length) {
-      box.appendChild(el('p', 'muted small', bin(m[3] - shown) + ' more in smaller groups.'));
+    // Only the largest groups are kept per moment: say what the table leaves out.
+    var more = (m[6] || 0) - m[5].length, rest = Math.max(0, m[3] - shown);
+    if (more > 0) {
+      box.appendChild(el('p', 'muted small vt-more', 'and ' + more + ' more ' + (more === 1 ? 'group' : 'groups') +
+        (rest > 0 ? ', ' + bin(rest) : '') + ' (only the ' + m[5].length + ' largest are kept per moment).'));
+    } else if (rest > 0 && m[5].length) {
+      box.appendChild(el('p', 'muted small vt-more', bin(rest) + ' more not in these groups.'));
     }
   }
 
   function show(i, k) { liveset(i, data.devices[i], k); }
 
+  var zooms = [];
   data.devices.forEach(function (d, i) {
     var svg = document.getElementById('vt-plot-' + i);
     if (!svg) return;
     var hit = svg.querySelector('.vt-hit'), cursor = svg.querySelector('.vt-cursor');
+    var z = zooms[i] = vtZoom(svg, d.lines, document.getElementById('vt-zoomout-' + i));
     hit.addEventListener('mousemove', function (ev) {
-      var p = timeAt(svg, ev);
+      var p = z.at(ev);
       cursor.setAttribute('x1', p.x); cursor.setAttribute('x2', p.x);
       cursor.setAttribute('visibility', 'visible');
       readout(i, d, p.t);
     });
     hit.addEventListener('click', function (ev) {
-      var p = timeAt(svg, ev);
+      // The click that ends a brush zoomed; it asks for no live set.
+      if (z.dragged) { z.dragged = false; return; }
+      var p = z.at(ev);
       liveset(i, d, nearest(d, p.t), p.t);
     });
     // At first, the peak's live set.
@@ -138,6 +135,50 @@
     d.moments.forEach(function (m, j) { if (m[1] === 'peak') peak = j; });
     liveset(i, d, peak >= 0 ? peak : nearest(d, d.peak_time_ns));
   });
+
+  // The time axis's labels, and the markers shown: [title, x] each.
+  function ticks(svg) {
+    return Array.prototype.map.call(svg.querySelectorAll('.vt-xaxis text'), function (e) { return e.textContent; });
+  }
+  function shown(svg) {
+    var out = [];
+    svg.querySelectorAll('line.vt-marker').forEach(function (e) {
+      if (e.getAttribute('visibility') !== 'hidden') out.push([e.textContent, +e.getAttribute('x1')]);
+    });
+    return out;
+  }
+  // Brushes the left half of the plot with the mouse, then hovers and clicks inside the
+  // window; zooms to twice the peak's time (a run's work crowded at its start); zooms out.
+  function zoomtest(i, d, svg, o) {
+    var z = zooms[i], hit = svg.querySelector('.vt-hit'), live = document.getElementById('vt-live-' + i);
+    var r = hit.getBoundingClientRect(), y = r.top + r.height / 2;
+    var a = r.left + 1, b = r.left + r.width / 2;
+    function mouse(target, type, x) {
+      target.dispatchEvent(new MouseEvent(type, { clientX: x, clientY: y, button: 0, bubbles: true }));
+    }
+    o.axis = ticks(svg);
+    o.markers = shown(svg);
+    mouse(hit, 'mousedown', a); mouse(hit, 'mousemove', b); mouse(window, 'mouseup', b);
+    live.textContent = '';
+    mouse(hit, 'click', b);
+    o.brush_click_ignored = live.textContent === '';
+    o.zoom_window = [z.t0, z.t1];
+    o.zoom_axis = ticks(svg);
+    o.zoom_out_shown = !document.getElementById('vt-zoomout-' + i).hidden;
+    // The middle of the window.
+    mouse(hit, 'mousemove', b);
+    o.zoom_hover = document.getElementById('vt-readout-' + i).textContent;
+    mouse(hit, 'click', b);
+    o.zoom_click_title = (live.querySelector('h3') || live.querySelector('p') || { textContent: '' }).textContent;
+    o.zoom_click_rows = live.querySelectorAll('tbody tr').length;
+    z.set(0, 2 * d.peak_time_ns);
+    o.peak_zoom_axis = ticks(svg);
+    o.peak_zoom_markers = shown(svg);
+    mouse(hit, 'dblclick', b);
+    o.reset_window = [z.t0, z.t1];
+    o.reset_axis = ticks(svg);
+    o.zoom_out_hidden = document.getElementById('vt-zoomout-' + i).hidden;
+  }
 
   function selftest() {
     var r = { errors: errors.slice() };
@@ -170,6 +211,7 @@
       var peak = -1;
       d.moments.forEach(function (m, j) { if (m[1] === 'peak') peak = j; });
       if (peak >= 0) { show(i, peak); o.peak_title = live.querySelector('h3').textContent; o.peak_rows = live.querySelectorAll('tbody tr').length; }
+      zoomtest(i, d, svg, o);
       o.flamegraphs = document.querySelectorAll('iframe.vt-flame').length;
       r.devices.push(o);
     });

@@ -101,11 +101,14 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
                 count(p.failures.len() as u64, "failed allocation")
             );
         }
-        let _ = write!(o, "</p>");
+        let _ = write!(
+            o,
+            "<button type=\"button\" class=\"vt-zoomout\" id=\"vt-zoomout-{i}\" hidden>Zoom out</button></p>"
+        );
         o.push_str(&plot::svg(p, &format!("vt-plot-{i}"), false));
         let _ = writeln!(
             o,
-            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then.</p>\
+            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then; drag across it to zoom in.</p>\
              <div class=\"liveset\" id=\"vt-live-{i}\"></div></section>"
         );
         if p.points_merged {
