@@ -248,5 +248,30 @@ fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
             !timed,
             "{name}"
         );
+        // A snapshot has no pid: it is named by its file, in its section, the legend,
+        // the live set and the tables.
+        assert!(!c.dom.contains("pid 0"), "{name}: {}", c.dom);
+        assert!(c.dom.contains(&format!("<span>{name}</span>")), "{name}");
+        assert!(c.dom.contains(&format!("allocated, {name}")), "{name}");
+        assert!(c.dom.contains(&format!("<td>{name}</td>")), "{name}");
+        // The peak's live set keeps its 10 largest groups and says what it leaves out,
+        // as many as `summary --json` counts at the peak.
+        let summary: serde_json::Value = serde_json::from_slice(
+            &vramtrace_ok(&["summary", "--json", path.to_str().unwrap()]).stdout,
+        )
+        .unwrap();
+        let groups = summary["devices"][0]["tensors_at_peak"]
+            .as_array()
+            .unwrap()
+            .len();
+        let more = d["peak_more"].as_str().unwrap();
+        if groups > 10 {
+            assert!(
+                more.starts_with(&format!("and {} more groups, ", groups - 10)),
+                "{name}: {more}"
+            );
+        } else {
+            assert_eq!(more, "", "{name}");
+        }
     }
 }

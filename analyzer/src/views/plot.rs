@@ -43,7 +43,7 @@ pub struct Line {
     /// `device`, `reserved`, `allocated` (annotations), `allocated_pytorch` (a snapshot
     /// beside the traces), `cached_free`.
     pub layer: &'static str,
-    /// `all processes`, or `pid N` / `pid N rank R`.
+    /// `all processes`, or `pid N` / `pid N rank R` / a snapshot's file name.
     pub who: String,
     /// (bucket start, most bytes in the bucket)
     pub points: Vec<(u64, u64)>,
@@ -112,7 +112,7 @@ fn device(
         .iter()
         .map(|s| Line {
             layer: s.layer,
-            who: who(s),
+            who: who(s, summary),
             points: merged(s),
         })
         .collect();
@@ -176,15 +176,9 @@ fn device(
     }
 }
 
-fn who(s: &TimelineSeries) -> String {
+fn who(s: &TimelineSeries, summary: &Summary) -> String {
     match s.pid {
-        Some(pid) => format!(
-            "pid {pid}{}",
-            s.rank
-                .as_ref()
-                .map(|r| format!(" rank {r}"))
-                .unwrap_or_default()
-        ),
+        Some(pid) => super::process_name::with_rank(summary, &s.host, pid),
         None => "all processes".into(),
     }
 }

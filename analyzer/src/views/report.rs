@@ -72,6 +72,8 @@ pub struct AtEnd {
 #[derive(Serialize, Clone)]
 pub struct EndRow {
     pub pid: u32,
+    /// `pid N`, or a snapshot's file name (process_name.rs).
+    pub process: String,
     pub device: i32,
     /// `tensors` (allocated layer) or `blocks`.
     pub unit: &'static str,
@@ -232,9 +234,10 @@ pub fn build(i: Inputs) -> ReportView {
     }
 }
 
-fn row(g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {
+fn row(s: &Summary, g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {
     EndRow {
         pid: g.pid,
+        process: super::process_name::of(s, &g.host, g.pid),
         device: g.device,
         unit,
         count: g.blocks,
@@ -260,7 +263,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
         let ending = Ending::of(s, g.pid);
         if ending != Ending::Exited {
             out.live_at_death_bytes += g.bytes;
-            out.live_at_death.push(row(g, "blocks", ending));
+            out.live_at_death.push(row(s, g, "blocks", ending));
             if !out.endings.contains(&ending.name()) {
                 out.endings.push(ending.name());
             }
@@ -268,7 +271,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
             out.cached_bytes += g.bytes;
         } else {
             out.leaked_bytes += g.bytes;
-            out.leaked.push(row(g, "blocks", ending));
+            out.leaked.push(row(s, g, "blocks", ending));
         }
     }
     for g in &leaks.tensor_groups {
@@ -276,7 +279,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
         if ending == Ending::Exited {
             out.leaked_bytes += g.bytes;
             out.cached_bytes = out.cached_bytes.saturating_sub(g.bytes);
-            out.leaked.push(row(g, "tensors", ending));
+            out.leaked.push(row(s, g, "tensors", ending));
         }
     }
     out.leaked.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -320,12 +323,12 @@ fn verdict(
             String::new()
         };
         v.push(format!(
-            "Out of memory: {} of {} failed on {} at {}, pid {}{rank} holding {}{of}.{more}",
+            "Out of memory: {} of {} failed on {} at {}, {}{rank} holding {}{of}.{more}",
             f.api,
             bytes(f.requested_bytes),
             gpu_label(&f.host, &f.gpu, many_hosts),
             secs(f.time_ns),
-            f.pid,
+            super::process_name::of(s, &f.host, f.pid),
             bytes(f.live_bytes),
         ));
     }

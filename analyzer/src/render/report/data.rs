@@ -123,12 +123,25 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                 ]));
             }
             moments.sort_by_key(|m| m[0].as_u64());
+            // What the live set calls each process of the GPU (a snapshot by its file).
+            let names: serde_json::Map<String, Value> = r
+                .summary
+                .devices
+                .iter()
+                .filter(|d| d.host == p.host && d.gpu == p.gpu)
+                .flat_map(|d| &d.pids)
+                .map(|&pid| {
+                    let name = crate::views::process_name::of(r.summary, &p.host, pid);
+                    (pid.to_string(), Value::from(name))
+                })
+                .collect();
             json!({
                 "title": p.title,
                 "peak_bytes": p.peak_bytes,
                 "peak_time_ns": p.peak_time_ns,
                 "lines": lines,
                 "moments": moments,
+                "names": names,
             })
         })
         .collect();

@@ -55,6 +55,7 @@
     return k < 0 || ts[k] > t ? -1 : k;
   }
 
+  // d: the GPU's data; k: the moment shown (-1: before the first); asked: the time clicked.
   function liveset(i, d, k, asked) {
     var box = document.getElementById('vt-live-' + i);
     box.textContent = '';
@@ -84,7 +85,7 @@
     });
     if (chips.childNodes.length) box.appendChild(chips);
     var table = el('table'), head = el('tr');
-    ['bytes', '', layer, 'pid', 'who allocated'].forEach(function (h, c) {
+    ['bytes', '', layer, 'process', 'who allocated'].forEach(function (h, c) {
       head.appendChild(el('th', c < 3 ? 'n' : '', h));
     });
     var thead = el('thead'); thead.appendChild(head); table.appendChild(thead);
@@ -95,7 +96,7 @@
       var bar = el('span', 'bar'); bar.style.width = Math.max(1, Math.round(120 * g[2] / Math.max(1, m[3]))) + 'px';
       var tdb = el('td', 'n'); tdb.appendChild(bar); tr.appendChild(tdb);
       tr.appendChild(el('td', 'n', String(g[3])));
-      tr.appendChild(el('td', '', g[1] === null || g[1] === undefined ? '-' : String(g[1])));
+      tr.appendChild(el('td', '', g[1] === null || g[1] === undefined ? '-' : d.names[g[1]] || 'pid ' + g[1]));
       tr.appendChild(el('td', 'who', data.who[g[0]] || '?'));
       body.appendChild(tr); shown += g[2];
     });
@@ -210,7 +211,9 @@
       o.click_end_title = (live.querySelector('h3') || { textContent: '' }).textContent;
       var peak = -1;
       d.moments.forEach(function (m, j) { if (m[1] === 'peak') peak = j; });
-      if (peak >= 0) { show(i, peak); o.peak_title = live.querySelector('h3').textContent; o.peak_rows = live.querySelectorAll('tbody tr').length; }
+      if (peak >= 0) { show(i, peak); o.peak_title = live.querySelector('h3').textContent; o.peak_rows = live.querySelectorAll('tbody tr').length;
+        o.peak_more = (live.querySelector('.vt-more') || { textContent: '' }).textContent;
+      }
       zoomtest(i, d, svg, o);
       o.flamegraphs = document.querySelectorAll('iframe.vt-flame').length;
       r.devices.push(o);
