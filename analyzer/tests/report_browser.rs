@@ -275,3 +275,75 @@ fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
         }
     }
 }
+
+/// A header of `rank` that sees the GPUs `visible` (CUDA_VISIBLE_DEVICES).
+fn rank_header(pid: u32, rank: &str, visible: &str) -> String {
+    let mut h: serde_json::Value =
+        serde_json::from_str(&header(pid, "h", S, 1_700_000_000 * S, Some(rank))).unwrap();
+    h["env"]["CUDA_VISIBLE_DEVICES"] = json!(visible);
+    h.to_string()
+}
+
+/// A section per rank and device: rank 0 runs on GPUs 0 and 1 (two sections of its
+/// own), rank 1 shares GPU 1 with it (that GPU shown once, naming both ranks; its plot
+/// sums them). The rank table says which GPUs each rank used.
+#[test]
+fn each_rank_and_device_has_its_section_and_a_shared_gpu_names_its_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    write_trace(
+        &traces,
+        "vramtrace-h-10.jsonl",
+        &[
+            rank_header(10, "0", "0,1"),
+            alloc(10 * MS, 0, "cudaMalloc", 0x1000, 3 * GIB),
+            alloc(20 * MS, 1, "cudaMalloc", 0x2000, GIB),
+            end(50 * MS, 2),
+        ],
+    );
+    write_trace(
+        &traces,
+        "vramtrace-h-11.jsonl",
+        &[
+            rank_header(11, "1", "1"),
+            alloc(15 * MS, 0, "cudaMalloc", 0x3000, 2 * GIB),
+            end(50 * MS, 1),
+        ],
+    );
+    let html = dir.path().join("report.html");
+    vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        traces.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let headings: Vec<&str> = page
+        .split("<h2>")
+        .skip(1)
+        .map(|h| &h[..h.find("</h2>").unwrap()])
+        .collect();
+    assert_eq!(
+        headings[..2],
+        ["Rank 0 · GPU 0", "GPU 1 · ranks 0, 1"],
+        "{headings:?}"
+    );
+    assert!(page.contains("<td>0</td><td>pid 10</td><td>h</td><td>GPU 0, GPU 1</td>"));
+    assert!(page.contains("<td>1</td><td>pid 11</td><td>h</td><td>GPU 1</td>"));
+    // GPU 1 holds rank 0's 1 GiB and rank 1's 2 GiB: 3 GiB at its peak.
+    assert!(page.contains("reserved, pid 11 rank 1"), "each rank's line");
+    let Some(browser) = browser() else {
+        return;
+    };
+    let c = check(browser, &html, "rank-on-two-gpus");
+    assert_first_screen_and_interaction(&c, 2);
+    assert!(
+        c.selftest["devices"][1]["peak_title"]
+            .as_str()
+            .unwrap()
+            .starts_with("peak: 3.0 GiB live"),
+        "{}",
+        c.selftest
+    );
+}

@@ -81,7 +81,7 @@ fn the_demo_report_says_out_of_memory_first_with_the_workloads_figures() {
 }
 
 #[test]
-fn a_run_of_two_ranks_has_a_section_per_gpu_a_rank_table_and_each_failure_where_it_was() {
+fn a_run_of_two_ranks_has_a_section_per_rank_a_rank_table_and_each_failure_where_it_was() {
     let Some(browser) = browser() else {
         return;
     };
@@ -132,6 +132,11 @@ fn a_run_of_two_ranks_has_a_section_per_gpu_a_rank_table_and_each_failure_where_
             titles[i].starts_with(&format!("peak: {} live", binary(*peak))),
             "{titles:?}"
         );
+    }
+    // A section per rank and its GPU, in rank order.
+    for rank in ["0", "1"] {
+        let heading = format!("<h2>Rank {rank} · GPU {rank}</h2>");
+        assert!(c.dom.contains(&heading), "{heading}");
     }
     assert!(c.dom.contains("<section id=\"vt-ranks\">"), "a rank table");
     let table = &c.dom[c.dom.find("id=\"vt-ranks\"").unwrap_or(0)..];

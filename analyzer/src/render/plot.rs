@@ -445,6 +445,7 @@ mod tests {
             host: "h".into(),
             gpu: "0".into(),
             title: "GPU 0".into(),
+            ranks: Vec::new(),
             lines,
             capacity_bytes: capacity,
             peak_bytes: peak,

@@ -23,6 +23,8 @@ pub struct DevicePlot {
     pub gpu: String,
     /// `GPU 3`, or `host GPU 3` when the run spans hosts.
     pub title: String,
+    /// The ranks of the processes on it (a rank on two GPUs is on both), in rank order.
+    pub ranks: Vec<String>,
     pub lines: Vec<Line>,
     /// The device's total memory, where the driver or NVML said it.
     pub capacity_bytes: Option<u64>,
@@ -164,6 +166,7 @@ fn device(
         host: host.to_string(),
         gpu: gpu.to_string(),
         title: gpu_label(host, gpu, many_hosts),
+        ranks: super::ranks::of_pids(summary, host, &pids),
         lines,
         capacity_bytes,
         peak_bytes: run_device.map_or(0, |d| d.peak_reserved_bytes),
@@ -173,6 +176,22 @@ fn device(
         phases: phases.into_iter().take(MAX_MARKS).collect(),
         marks_left_out,
         points_merged,
+    }
+}
+
+/// A plot's heading in the report: a section per rank and device. `Rank 1 · GPU 1` where
+/// one rank ran on the GPU (a rank on two GPUs has two sections); `GPU 0 · ranks 0, 1`
+/// where ranks shared it (one plot: their memory is summed on the card, each rank's
+/// reserved line drawn apart); the GPU alone without ranks.
+pub fn heading(p: &DevicePlot) -> String {
+    match p.ranks.as_slice() {
+        [] => p.title.clone(),
+        [rank] => format!("Rank {rank} · {}", p.title),
+        ranks => {
+            let shown: Vec<&str> = ranks.iter().take(8).map(String::as_str).collect();
+            let more = if ranks.len() > 8 { ", ..." } else { "" };
+            format!("{} · ranks {}{more}", p.title, shown.join(", "))
+        }
     }
 }
 

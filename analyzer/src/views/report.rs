@@ -26,7 +26,10 @@ pub struct ReportView {
     pub verdict: Vec<String>,
     /// The run's command (the first process's argv).
     pub command: String,
+    /// A section each, in rank order where ranks are known (the GPU's order otherwise).
     pub plots: Vec<DevicePlot>,
+    /// The GPUs each of the summary's ranks ran on (`GPU 0, GPU 1`), in its order.
+    pub rank_gpus: Vec<String>,
     pub moments: Vec<Moment>,
     /// Who held each GPU's peak: tensors where the run has them, else reserved memory.
     pub peaks: Vec<Held>,
@@ -213,8 +216,23 @@ pub fn build(i: Inputs) -> ReportView {
         })
         .collect();
     let at_end = at_end(s, i.leaks);
+    let mut plots = i.plots;
+    plots.sort_by(|a, b| rank_order(a).cmp(&rank_order(b)));
+    let rank_gpus = s
+        .ranks
+        .iter()
+        .map(|r| {
+            let gpus: Vec<String> = s
+                .devices
+                .iter()
+                .filter(|d| d.host == r.host && d.pids.contains(&r.pid))
+                .map(|d| gpu_label(&d.host, &d.gpu, many_hosts))
+                .collect();
+            gpus.join(", ")
+        })
+        .collect();
     ReportView {
-        verdict: verdict(s, i.oom, &at_end, &i.plots, many_hosts),
+        verdict: verdict(s, i.oom, &at_end, &plots, many_hosts),
         command: s
             .processes
             .first()
@@ -226,12 +244,21 @@ pub fn build(i: Inputs) -> ReportView {
                 }
             })
             .unwrap_or_default(),
-        plots: i.plots,
+        plots,
+        rank_gpus,
         moments: i.moments,
         peaks,
         failures,
         at_end,
     }
+}
+
+/// Plots with ranks first, by their first rank.
+fn rank_order(p: &DevicePlot) -> (bool, Option<(Option<u64>, &str)>) {
+    (
+        p.ranks.is_empty(),
+        p.ranks.first().map(|r| super::ranks::order(r)),
+    )
 }
 
 fn row(s: &Summary, g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {

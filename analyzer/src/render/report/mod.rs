@@ -105,7 +105,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     sections::header(&mut o, r);
     sections::verdict(&mut o, v, r.oom);
     sections::devices(&mut o, r, budget.plots, &mut notes);
-    sections::ranks(&mut o, s, &mut notes);
+    sections::ranks(&mut o, s, v, &mut notes);
     flamegraphs::failures(&mut o, r, budget, &mut notes);
     flamegraphs::peaks(&mut o, r, budget, &mut notes);
     sections::at_end(&mut o, v, budget.rows, &mut notes);

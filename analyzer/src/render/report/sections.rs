@@ -78,7 +78,7 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
         let _ = write!(
             o,
             "<section class=\"device\" id=\"vt-dev-{i}\"><h2>{}</h2><p class=\"stats\">",
-            esc(&p.title)
+            esc(&crate::views::plot::heading(p))
         );
         let _ = write!(
             o,
@@ -152,7 +152,7 @@ fn other_gpus(o: &mut String, rest: &[crate::views::plot::DevicePlot]) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            esc(&p.title),
+            esc(&crate::views::plot::heading(p)),
             bytes(p.peak_bytes),
             units::seconds(p.peak_time_ns),
             p.failures.len()
@@ -189,15 +189,15 @@ fn who_ran(s: &Summary, host: &str, pids: &[u32]) -> String {
     out
 }
 
-pub fn ranks(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
+pub fn ranks(o: &mut String, s: &Summary, v: &ReportView, notes: &mut Vec<String>) {
     if s.ranks.len() < 2 {
         return;
     }
     let _ = writeln!(
         o,
-        "<section id=\"vt-ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>process</th><th>host</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
+        "<section id=\"vt-ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>process</th><th>host</th><th>GPUs</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
     );
-    for r in s.ranks.iter().take(PROCESS_ROWS) {
+    for (k, r) in s.ranks.iter().enumerate().take(PROCESS_ROWS) {
         let class = if r.failed_allocations > 0 {
             " class=\"bad\""
         } else {
@@ -205,10 +205,11 @@ pub fn ranks(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
         };
         let _ = writeln!(
             o,
-            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             esc(&r.rank),
             esc(&process_name::of(s, &r.host, r.pid)),
             esc(&r.host),
+            esc(v.rank_gpus.get(k).map_or("", String::as_str)),
             bytes(r.peak_reserved_bytes),
             r.peak_requested_bytes.map(bytes).unwrap_or_else(|| "-".into()),
             r.failed_allocations,
