@@ -19,6 +19,10 @@ const TOP: f64 = 28.0;
 const BOTTOM: f64 = 54.0;
 /// Past this many times the rest, a line or the capacity is clipped instead of scaled.
 const SQUASH: f64 = 1.5;
+/// A white outline under a label's letters: where labels cross a line or each other
+/// (a marker's name over the peak's), each stays readable.
+const HALO: &str =
+    r##"stroke="#fff" stroke-width="3" stroke-linejoin="round" paint-order="stroke""##;
 /// Markers labelled by name; past this many, only their lines (and tooltips) are drawn.
 const LABELLED_MARKERS: usize = 12;
 
@@ -311,7 +315,7 @@ fn phases(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
         if x1 - x0 > 30.0 {
             let _ = write!(
                 o,
-                "<text class=\"vt-phase-label\" data-t=\"{}\" data-dx=\"3\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\">{}</text>",
+                "<text class=\"vt-phase-label\" data-t=\"{}\" data-dx=\"3\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
                 ph.start_ns,
                 x0 + 3.0,
                 TOP + 11.0,
@@ -341,7 +345,7 @@ fn markers(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
             // Staggered, so that neighbours do not overwrite each other.
             let _ = write!(
                 o,
-                "<text class=\"vt-marker-label\" data-t=\"{}\" data-dx=\"2\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\">{}</text>",
+                "<text class=\"vt-marker-label\" data-t=\"{}\" data-dx=\"2\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
                 m.time_ns,
                 xm + 2.0,
                 TOP + 22.0 + 11.0 * (i % 3) as f64,
@@ -363,7 +367,7 @@ fn peak_and_failures(
         let dx = if anchor == "end" { -7.0 } else { 7.0 };
         let _ = write!(
             o,
-            "<circle class=\"vt-peak\" data-t=\"{0}\" cx=\"{xp:.1}\" cy=\"{yp:.1}\" r=\"4\" fill=\"#1f77b4\" stroke=\"#fff\"/><text class=\"vt-peak-label\" data-t=\"{0}\" data-dx=\"7\" x=\"{1:.1}\" y=\"{2:.1}\" text-anchor=\"{anchor}\" font-weight=\"bold\" fill=\"#1f4e79\">peak {3} at {4}</text>",
+            "<circle class=\"vt-peak\" data-t=\"{0}\" cx=\"{xp:.1}\" cy=\"{yp:.1}\" r=\"4\" fill=\"#1f77b4\" stroke=\"#fff\"/><text class=\"vt-peak-label\" data-t=\"{0}\" data-dx=\"7\" x=\"{1:.1}\" y=\"{2:.1}\" text-anchor=\"{anchor}\" font-weight=\"bold\" fill=\"#1f4e79\" {HALO}>peak {3} at {4}</text>",
             p.peak_time_ns,
             xp + dx,
             (yp + 14.0).min(H - BOTTOM - 4.0),
@@ -395,7 +399,7 @@ fn peak_and_failures(
             let dx = if anchor == "end" { -4.0 } else { 4.0 };
             let _ = write!(
                 o,
-                "<text class=\"vt-failure-label\" data-t=\"{}\" data-dx=\"4\" x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#d62728\" font-weight=\"bold\">out of memory: {}</text>",
+                "<text class=\"vt-failure-label\" data-t=\"{}\" data-dx=\"4\" x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#d62728\" font-weight=\"bold\" {HALO}>out of memory: {}</text>",
                 f.time_ns,
                 xf + dx,
                 H - BOTTOM - 6.0 - 12.0 * i as f64,
@@ -455,6 +459,7 @@ mod tests {
             phases: Vec::new(),
             marks_left_out: 0,
             points_merged: false,
+            bucket_ns: 1,
         }
     }
 

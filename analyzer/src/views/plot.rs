@@ -38,6 +38,9 @@ pub struct DevicePlot {
     pub marks_left_out: u64,
     /// Points were merged to [`MAX_POINTS`] per line (each keeps its bucket's most).
     pub points_merged: bool,
+    /// How much time a point stands for (the timeline's bucket, times the merging): a
+    /// zoom narrower than a few of them shows markers and moments, not finer lines.
+    pub bucket_ns: u64,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -110,6 +113,11 @@ fn device(
     series.sort_by_key(|s| (s.scope != "run", shown(s.layer)));
     series.truncate(MAX_LINES);
     let points_merged = series.iter().any(|s| s.points.len() > MAX_POINTS);
+    let merge = series
+        .iter()
+        .map(|s| s.points.len().div_ceil(MAX_POINTS).max(1))
+        .max()
+        .unwrap_or(1);
     let lines = series
         .iter()
         .map(|s| Line {
@@ -176,6 +184,7 @@ fn device(
         phases: phases.into_iter().take(MAX_MARKS).collect(),
         marks_left_out,
         points_merged,
+        bucket_ns: t.resolution_ns.saturating_mul(merge as u64),
     }
 }
 

@@ -139,6 +139,7 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                 "title": p.title,
                 "peak_bytes": p.peak_bytes,
                 "peak_time_ns": p.peak_time_ns,
+                "bucket_ns": p.bucket_ns,
                 "lines": lines,
                 "moments": moments,
                 "names": names,

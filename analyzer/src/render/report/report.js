@@ -118,7 +118,8 @@
     var svg = document.getElementById('vt-plot-' + i);
     if (!svg) return;
     var hit = svg.querySelector('.vt-hit'), cursor = svg.querySelector('.vt-cursor');
-    var z = zooms[i] = vtZoom(svg, d.lines, document.getElementById('vt-zoomout-' + i));
+    var z = zooms[i] = vtZoom(svg, d.lines, d.bucket_ns, document.getElementById('vt-zoomout-' + i),
+      document.getElementById('vt-zoomnote-' + i));
     hit.addEventListener('mousemove', function (ev) {
       var p = z.at(ev);
       cursor.setAttribute('x1', p.x); cursor.setAttribute('x2', p.x);

@@ -108,7 +108,7 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
         }
         let _ = write!(
             o,
-            "<button type=\"button\" class=\"vt-zoomout\" id=\"vt-zoomout-{i}\" hidden>Zoom out</button></p>"
+            "<button type=\"button\" class=\"vt-zoomout\" id=\"vt-zoomout-{i}\" hidden>Zoom out</button><span class=\"vt-zoomnote\" id=\"vt-zoomnote-{i}\" hidden></span></p>"
         );
         o.push_str(&plot::svg(p, &format!("vt-plot-{i}"), false));
         let _ = writeln!(

@@ -4,7 +4,9 @@
 // again for the window shown instead of stretching the picture: a run whose work is all
 // in its first millisecond of six seconds reads once that millisecond is brushed.
 // Drag across the plot to zoom in; double-click it or press its button to zoom out.
-function vtZoom(svg, lines, button, onzoom) {
+// bucket: the time a line's point stands for (a window of a few shows no finer lines,
+// which `note` then says); button: shown while zoomed, it zooms out.
+function vtZoom(svg, lines, bucket, button, note, onzoom) {
   var NS = 'http://www.w3.org/2000/svg';
   var num = function (name) { return +svg.getAttribute('data-' + name); };
   var left = num('left'), right = num('right'), tend = num('tend');
@@ -129,10 +131,14 @@ function vtZoom(svg, lines, button, onzoom) {
     axis(); place(); paths();
     if (label) {
       label.textContent = z.zoomed()
-        ? whole + ': ' + secs(t0 / 1e9, (t1 - t0) / 1e10) + ' to ' + secs(t1 / 1e9, (t1 - t0) / 1e10) + ' (double-click to zoom out)'
+        ? secs(t0 / 1e9, (t1 - t0) / 1e10) + ' to ' + secs(t1 / 1e9, (t1 - t0) / 1e10) + ' shown; double-click to zoom out'
         : whole;
     }
     if (button) button.hidden = !z.zoomed();
+    if (note) {
+      note.hidden = !z.zoomed() || t1 - t0 >= 20 * bucket;
+      note.textContent = 'lines in steps of ' + secs(bucket / 1e9, bucket / 1e10) + ' (report --resolution for finer)';
+    }
     if (onzoom) onzoom(z);
   };
   z.reset = function () { z.set(0, tend); };
