@@ -290,8 +290,7 @@ fn rank_header(pid: u32, rank: &str, visible: &str) -> String {
 #[test]
 fn each_rank_and_device_has_its_section_and_a_shared_gpu_names_its_ranks() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = dir.path().join("traces");
-    std::fs::create_dir(&traces).unwrap();
+    let traces = traces_in(dir.path());
     write_trace(
         &traces,
         "vramtrace-h-10.jsonl",
@@ -311,14 +310,7 @@ fn each_rank_and_device_has_its_section_and_a_shared_gpu_names_its_ranks() {
             end(50 * MS, 1),
         ],
     );
-    let html = dir.path().join("report.html");
-    vramtrace_ok(&[
-        "report",
-        "-o",
-        html.to_str().unwrap(),
-        traces.to_str().unwrap(),
-    ]);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let (html, page) = report_of(dir.path(), &traces);
     let headings: Vec<&str> = page
         .split("<h2>")
         .skip(1)
