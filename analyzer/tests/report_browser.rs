@@ -123,6 +123,12 @@ fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
         d["zoom_hover"].as_str().unwrap().starts_with("at 0.012"),
         "{d}"
     );
+    // The phase (5 to 25 ms) is drawn again for the window: twice as wide.
+    let widths = (
+        d["phase_width"].as_f64().unwrap(),
+        d["zoom_phase_width"].as_f64().unwrap(),
+    );
+    assert!((widths.1 / widths.0 - 2.0).abs() < 0.01, "{widths:?}");
     // The failure is marked on the plot, with the capacity unknown (no meminfo).
     assert!(
         c.dom.contains("out of memory: 8.0 GiB"),

@@ -315,8 +315,9 @@ fn phases(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
         if x1 - x0 > 30.0 {
             let _ = write!(
                 o,
-                "<text class=\"vt-phase-label\" data-t=\"{}\" data-dx=\"3\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
+                "<text class=\"vt-phase-label\" data-t=\"{}\" data-end=\"{}\" data-dx=\"3\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
                 ph.start_ns,
+                ph.end_ns,
                 x0 + 3.0,
                 TOP + 11.0,
                 esc(&short(&ph.name, ((x1 - x0) / 6.0) as usize))

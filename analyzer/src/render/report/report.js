@@ -158,14 +158,18 @@
     function mouse(target, type, x) {
       target.dispatchEvent(new MouseEvent(type, { clientX: x, clientY: y, button: 0, bubbles: true }));
     }
+    var phase = svg.querySelector('rect.vt-phase');
+    function width() { return phase ? +phase.getAttribute('width') : 0; }
     o.axis = ticks(svg);
     o.markers = shown(svg);
+    o.phase_width = width();
     mouse(hit, 'mousedown', a); mouse(hit, 'mousemove', b); mouse(window, 'mouseup', b);
     live.textContent = '';
     mouse(hit, 'click', b);
     o.brush_click_ignored = live.textContent === '';
     o.zoom_window = [z.t0, z.t1];
     o.zoom_axis = ticks(svg);
+    o.zoom_phase_width = width();
     o.zoom_out_shown = !document.getElementById('vt-zoomout-' + i).hidden;
     // The middle of the window.
     mouse(hit, 'mousemove', b);

@@ -89,9 +89,9 @@ function vtZoom(svg, lines, bucket, button, note, onzoom) {
         e.setAttribute('cx', x.toFixed(1));
       } else if (e.tagName === 'text') {
         var dx = +e.getAttribute('data-dx');
-        if (e.classList.contains('vt-phase-label') && t < z.t0) {
+        if (e.hasAttribute('data-end') && t < z.t0) {
           // A phase begun before the window keeps its name at the window's left.
-          x = left; inside = true;
+          x = left; inside = +e.getAttribute('data-end') >= z.t0;
         }
         // Near the right edge a label ends at its mark instead of running off the plot.
         var end = x > width - 160;
