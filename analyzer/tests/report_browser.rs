@@ -254,6 +254,19 @@ fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
             !timed,
             "{name}"
         );
+        if !timed {
+            // One moment, its dump: no time of 0 said anywhere.
+            assert!(title.contains(" live at its dump in "), "{title}");
+            let zero = c
+                .dom
+                .find(" 0.000")
+                .map(|i| &c.dom[i.saturating_sub(200)..i + 20]);
+            assert_eq!(zero, None, "{name}");
+            assert!(
+                !c.dom.contains("drag across it to zoom in"),
+                "nothing to zoom into"
+            );
+        }
         // A snapshot has no pid: it is named by its file, in its section, the legend,
         // the live set and the tables.
         assert!(!c.dom.contains("pid 0"), "{name}: {}", c.dom);

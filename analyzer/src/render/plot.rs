@@ -362,6 +362,8 @@ fn peak_and_failures(
     x: &impl Fn(f64) -> f64,
     y: &impl Fn(f64) -> f64,
 ) {
+    // As in [`svg`]: a snapshot without times is one moment, its dump.
+    let timeless = t_end(p) <= 1.0;
     if p.peak_bytes > 0 {
         let (xp, yp) = (x(p.peak_time_ns as f64), y(p.peak_bytes as f64));
         let anchor = if xp > W - 160.0 { "end" } else { "start" };
@@ -373,7 +375,11 @@ fn peak_and_failures(
             xp + dx,
             (yp + 14.0).min(H - BOTTOM - 4.0),
             units::bytes(p.peak_bytes),
-            units::seconds(p.peak_time_ns)
+            if timeless {
+                "its dump".to_string()
+            } else {
+                units::seconds(p.peak_time_ns)
+            }
         );
     }
     for (i, f) in p.failures.iter().enumerate() {

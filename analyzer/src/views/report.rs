@@ -26,6 +26,9 @@ pub struct ReportView {
     pub verdict: Vec<String>,
     /// The run's command (the first process's argv).
     pub command: String,
+    /// The run is one moment: a snapshot without times (PyTorch before 2.2). Its times
+    /// are all 0, so the page says "at its dump" instead of "at 0.000s".
+    pub timeless: bool,
     /// A section each, in rank order where ranks are known (the GPU's order otherwise).
     pub plots: Vec<DevicePlot>,
     /// The GPUs each of the summary's ranks ran on (`GPU 0, GPU 1`), in its order.
@@ -246,6 +249,7 @@ pub fn build(i: Inputs) -> ReportView {
             .unwrap_or_default(),
         plots,
         rank_gpus,
+        timeless: s.duration_ns == 0,
         moments: i.moments,
         peaks,
         failures,
@@ -259,6 +263,17 @@ fn rank_order(p: &DevicePlot) -> (bool, Option<(Option<u64>, &str)>) {
         p.ranks.is_empty(),
         p.ranks.first().map(|r| super::ranks::order(r)),
     )
+}
+
+impl ReportView {
+    /// `0.123s`, or `its dump` for a run without times.
+    pub fn when(&self, t: u64) -> String {
+        if self.timeless {
+            "its dump".into()
+        } else {
+            units::seconds(t)
+        }
+    }
 }
 
 fn row(s: &Summary, g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {

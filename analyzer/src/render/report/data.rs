@@ -148,6 +148,7 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
         .collect();
     json!({
         "start_unix_ns": r.summary.start_unix_ns,
+        "timeless": v.timeless,
         "devices": devices,
         "who": who.names,
     })

@@ -42,7 +42,7 @@ pub fn failures(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<Stri
             f.api,
             bytes(f.requested_bytes),
             esc(&gpu),
-            units::seconds(f.time_ns),
+            r.view.when(f.time_ns),
             esc(&crate::views::process_name::of(r.summary, &f.host, f.pid)),
             esc(&rank),
             f.device,
@@ -94,7 +94,7 @@ pub fn peaks(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<String>
             o,
             "<h3>{}: {what}, at {}</h3>",
             esc(&held.title),
-            units::seconds(held.time_ns)
+            r.view.when(held.time_ns)
         );
         graph(o, r, held, &format!("vt-flame-peak-{i}"));
     }

@@ -26,6 +26,8 @@
     return (i ? v.toFixed(1) : String(v)) + ' ' + u[i];
   }
   function secs(ns) { return (ns / 1e9).toFixed(ns < 1e7 ? 6 : 3) + 's'; }
+  // A snapshot without times is one moment: its dump.
+  function when(ns) { return data.timeless ? 'its dump' : secs(ns); }
   // The last index with t[i] <= x (0 before the first).
   function at(t, x) {
     var lo = 0, hi = t.length - 1;
@@ -38,7 +40,7 @@
   function readout(i, d, t) {
     var box = document.getElementById('vt-readout-' + i);
     box.textContent = '';
-    box.appendChild(el('b', '', 'at ' + secs(t)));
+    box.appendChild(el('b', '', 'at ' + when(t)));
     d.lines.forEach(function (l) {
       var k = at(l.t, t);
       var sw = el('span', 'sw'); sw.style.background = l.color;
@@ -69,17 +71,17 @@
     }
     var m = d.moments[k];
     var layer = m[2] === 'allocated' ? 'tensors' : 'blocks';
-    var title = (m[1] ? m[1] + ': ' : '') + bin(m[3]) + ' live at ' + secs(m[0]) +
+    var title = (m[1] ? m[1] + ': ' : '') + bin(m[3]) + ' live at ' + when(m[0]) +
       ' in ' + m[4] + ' ' + (m[4] === 1 ? layer.replace(/s$/, '') : layer) +
       (m[2] === 'allocated' ? ' (requested bytes)' : ' (reserved)');
     box.appendChild(el('h3', '', title));
-    if (asked !== undefined && Math.abs(asked - m[0]) > 0) {
+    if (asked !== undefined && Math.abs(asked - m[0]) > 0 && !data.timeless) {
       box.appendChild(el('p', 'muted small', 'Clicked ' + secs(asked) + '; this is the last moment kept at or before it.'));
     }
     var chips = el('div', 'chips');
     d.moments.forEach(function (o, j) {
       if (!o[1]) return;
-      var b = el('button', '', o[1] + ' ' + secs(o[0]));
+      var b = el('button', '', o[1] + (data.timeless ? '' : ' ' + secs(o[0])));
       b.addEventListener('click', function () { show(i, j); });
       chips.appendChild(b);
     });
@@ -96,7 +98,7 @@
       var bar = el('span', 'bar'); bar.style.width = Math.max(1, Math.round(120 * g[2] / Math.max(1, m[3]))) + 'px';
       var tdb = el('td', 'n'); tdb.appendChild(bar); tr.appendChild(tdb);
       tr.appendChild(el('td', 'n', String(g[3])));
-      tr.appendChild(el('td', '', g[1] === null || g[1] === undefined ? '-' : d.names[g[1]] || 'pid ' + g[1]));
+      tr.appendChild(el('td', 'proc', g[1] === null || g[1] === undefined ? '-' : d.names[g[1]] || 'pid ' + g[1]));
       tr.appendChild(el('td', 'who', data.who[g[0]] || '?'));
       body.appendChild(tr); shown += g[2];
     });

@@ -39,14 +39,18 @@ pub fn header(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "<header class=\"top\"><span class=\"brand\">vramtrace report</span><code class=\"cmd\" title=\"{0}\">{0}</code>\
-         <span class=\"muted\">{1}, {2} long, {3}, {4}</span></header>",
+         <span class=\"muted\">{1}, {2}, {3}, {4}</span></header>",
         esc(&r.view.command),
         if s.start_unix_ns == 0 {
             "start time not recorded".to_string()
         } else {
             format!("started {}", units::wall(s.start_unix_ns))
         },
-        units::seconds(s.duration_ns),
+        if r.view.timeless {
+            "one moment (no times)".to_string()
+        } else {
+            format!("{} long", units::seconds(s.duration_ns))
+        },
         count(s.processes.len() as u64, "process"),
         count(s.devices.len() as u64, "GPU"),
     );
@@ -84,7 +88,7 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
             o,
             "<span>peak <b>{}</b> at {}</span>",
             bytes(p.peak_bytes),
-            units::seconds(p.peak_time_ns)
+            r.view.when(p.peak_time_ns)
         );
         if let Some(d) = d {
             if let Some(t) = d.peak_requested_bytes {
@@ -111,9 +115,14 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
             "<button type=\"button\" class=\"vt-zoomout\" id=\"vt-zoomout-{i}\" hidden>Zoom out</button><span class=\"vt-zoomnote\" id=\"vt-zoomnote-{i}\" hidden></span></p>"
         );
         o.push_str(&plot::svg(p, &format!("vt-plot-{i}"), false));
+        let zoom = if r.view.timeless {
+            ""
+        } else {
+            "; drag across it to zoom in"
+        };
         let _ = writeln!(
             o,
-            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then; drag across it to zoom in.</p>\
+            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then{zoom}.</p>\
              <div class=\"liveset\" id=\"vt-live-{i}\"></div></section>"
         );
         if p.points_merged {
