@@ -44,6 +44,8 @@
     d.lines.forEach(function (l) {
       var k = at(l.t, t);
       var sw = el('span', 'sw'); sw.style.background = l.color;
+      // A space as well as the margin: copied or read aloud, the layers stay apart.
+      box.appendChild(document.createTextNode(' '));
       box.appendChild(sw);
       box.appendChild(document.createTextNode(l.name + ' ' + (k < 0 ? '-' : bin(l.b[k]))));
     });
