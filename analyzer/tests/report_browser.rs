@@ -109,6 +109,26 @@ fn report_says_what_happened_on_its_first_screen_and_answers_hover_and_click() {
             .contains("1.0 GiB live at 0.040s in 1 block"),
         "{d}"
     );
+    // Brushed to its first half (0 to 25 ms), the axis ticks every 5 ms, and a click
+    // in the middle of the window (12.5 ms) finds the 3 GiB live from 10 ms.
+    assert_eq!(d["zoom_axis"].as_array().unwrap().last().unwrap(), "0.02s");
+    assert!(
+        d["zoom_click_title"]
+            .as_str()
+            .unwrap()
+            .contains("3.0 GiB live at 0.010s in 1 block"),
+        "{d}"
+    );
+    assert!(
+        d["zoom_hover"].as_str().unwrap().starts_with("at 0.012"),
+        "{d}"
+    );
+    // The phase (5 to 25 ms) is drawn again for the window: twice as wide.
+    let widths = (
+        d["phase_width"].as_f64().unwrap(),
+        d["zoom_phase_width"].as_f64().unwrap(),
+    );
+    assert!((widths.1 / widths.0 - 2.0).abs() < 0.01, "{widths:?}");
     // The failure is marked on the plot, with the capacity unknown (no meminfo).
     assert!(
         c.dom.contains("out of memory: 8.0 GiB"),
@@ -234,5 +254,107 @@ fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
             !timed,
             "{name}"
         );
+        if !timed {
+            // One moment, its dump: no time of 0 said anywhere.
+            assert!(title.contains(" live at its dump in "), "{title}");
+            let zero = c
+                .dom
+                .find(" 0.000")
+                .map(|i| &c.dom[i.saturating_sub(200)..i + 20]);
+            assert_eq!(zero, None, "{name}");
+            assert!(
+                !c.dom.contains("drag across it to zoom in"),
+                "nothing to zoom into"
+            );
+        }
+        // A snapshot has no pid: it is named by its file, in its section, the legend,
+        // the live set and the tables.
+        assert!(!c.dom.contains("pid 0"), "{name}: {}", c.dom);
+        assert!(c.dom.contains(&format!("<span>{name}</span>")), "{name}");
+        assert!(c.dom.contains(&format!("allocated, {name}")), "{name}");
+        assert!(c.dom.contains(&format!("<td>{name}</td>")), "{name}");
+        // The peak's live set keeps its 10 largest groups and says what it leaves out,
+        // as many as `summary --json` counts at the peak.
+        let summary: serde_json::Value = serde_json::from_slice(
+            &vramtrace_ok(&["summary", "--json", path.to_str().unwrap()]).stdout,
+        )
+        .unwrap();
+        let groups = summary["devices"][0]["tensors_at_peak"]
+            .as_array()
+            .unwrap()
+            .len();
+        let more = d["peak_more"].as_str().unwrap();
+        if groups > 10 {
+            assert!(
+                more.starts_with(&format!("and {} more groups, ", groups - 10)),
+                "{name}: {more}"
+            );
+        } else {
+            assert_eq!(more, "", "{name}");
+        }
     }
+}
+
+/// A header of `rank` that sees the GPUs `visible` (CUDA_VISIBLE_DEVICES).
+fn rank_header(pid: u32, rank: &str, visible: &str) -> String {
+    let mut h: serde_json::Value =
+        serde_json::from_str(&header(pid, "h", S, 1_700_000_000 * S, Some(rank))).unwrap();
+    h["env"]["CUDA_VISIBLE_DEVICES"] = json!(visible);
+    h.to_string()
+}
+
+/// A section per rank and device: rank 0 runs on GPUs 0 and 1 (two sections of its
+/// own), rank 1 shares GPU 1 with it (that GPU shown once, naming both ranks; its plot
+/// sums them). The rank table says which GPUs each rank used.
+#[test]
+fn each_rank_and_device_has_its_section_and_a_shared_gpu_names_its_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = traces_in(dir.path());
+    write_trace(
+        &traces,
+        "vramtrace-h-10.jsonl",
+        &[
+            rank_header(10, "0", "0,1"),
+            alloc(10 * MS, 0, "cudaMalloc", 0x1000, 3 * GIB),
+            alloc(20 * MS, 1, "cudaMalloc", 0x2000, GIB),
+            end(50 * MS, 2),
+        ],
+    );
+    write_trace(
+        &traces,
+        "vramtrace-h-11.jsonl",
+        &[
+            rank_header(11, "1", "1"),
+            alloc(15 * MS, 0, "cudaMalloc", 0x3000, 2 * GIB),
+            end(50 * MS, 1),
+        ],
+    );
+    let (html, page) = report_of(dir.path(), &traces);
+    let headings: Vec<&str> = page
+        .split("<h2>")
+        .skip(1)
+        .map(|h| &h[..h.find("</h2>").unwrap()])
+        .collect();
+    assert_eq!(
+        headings[..2],
+        ["Rank 0 · GPU 0", "GPU 1 · ranks 0, 1"],
+        "{headings:?}"
+    );
+    assert!(page.contains("<td>0</td><td>pid 10</td><td>h</td><td>GPU 0, GPU 1</td>"));
+    assert!(page.contains("<td>1</td><td>pid 11</td><td>h</td><td>GPU 1</td>"));
+    // GPU 1 holds rank 0's 1 GiB and rank 1's 2 GiB: 3 GiB at its peak.
+    assert!(page.contains("reserved, pid 11 rank 1"), "each rank's line");
+    let Some(browser) = browser() else {
+        return;
+    };
+    let c = check(browser, &html, "rank-on-two-gpus");
+    assert_first_screen_and_interaction(&c, 2);
+    assert!(
+        c.selftest["devices"][1]["peak_title"]
+            .as_str()
+            .unwrap()
+            .starts_with("peak: 3.0 GiB live"),
+        "{}",
+        c.selftest
+    );
 }

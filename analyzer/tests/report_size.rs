@@ -70,19 +70,11 @@ fn rank_trace(dir: &std::path::Path, rank: u32) {
 #[test]
 fn a_report_of_many_ranks_stays_under_5_mib_and_says_what_it_summarised() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = dir.path().join("traces");
-    std::fs::create_dir(&traces).unwrap();
+    let traces = traces_in(dir.path());
     for rank in 0..RANKS {
         rank_trace(&traces, rank);
     }
-    let html = dir.path().join("report.html");
-    vramtrace_ok(&[
-        "report",
-        "-o",
-        html.to_str().unwrap(),
-        traces.to_str().unwrap(),
-    ]);
-    let page = std::fs::read_to_string(&html).unwrap();
+    let (html, page) = report_of(dir.path(), &traces);
     eprintln!("{} bytes", page.len());
     assert!(page.len() <= 5 << 20, "{} bytes", page.len());
     assert!(

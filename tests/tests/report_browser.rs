@@ -81,7 +81,7 @@ fn the_demo_report_says_out_of_memory_first_with_the_workloads_figures() {
 }
 
 #[test]
-fn a_run_of_two_ranks_has_a_section_per_gpu_a_rank_table_and_each_failure_where_it_was() {
+fn a_run_of_two_ranks_has_a_section_per_rank_a_rank_table_and_each_failure_where_it_was() {
     let Some(browser) = browser() else {
         return;
     };
@@ -132,6 +132,11 @@ fn a_run_of_two_ranks_has_a_section_per_gpu_a_rank_table_and_each_failure_where_
             titles[i].starts_with(&format!("peak: {} live", binary(*peak))),
             "{titles:?}"
         );
+    }
+    // A section per rank and its GPU, in rank order.
+    for rank in ["0", "1"] {
+        let heading = format!("<h2>Rank {rank} · GPU {rank}</h2>");
+        assert!(c.dom.contains(&heading), "{heading}");
     }
     assert!(c.dom.contains("<section id=\"vt-ranks\">"), "a rank table");
     let table = &c.dom[c.dom.find("id=\"vt-ranks\"").unwrap_or(0)..];
@@ -190,6 +195,27 @@ fn a_caching_allocator_run_shows_its_markers_layers_and_leaked_tensors() {
     assert!(
         hover.contains("device (NVML)") && hover.contains("allocated"),
         "{hover}"
+    );
+    // Its work is all in its first milliseconds, then it waits for NVML's samples (at
+    // the default 1 s, for seconds): drawn whole, the markers `model` and `step` crowd
+    // the left edge; zoomed to twice the peak's time, they stand far apart.
+    let d = &c.selftest["devices"][0];
+    let x_of = |key: &str, name: &str| {
+        d[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                m[0].as_str()
+                    .unwrap()
+                    .starts_with(&format!("marker {name} "))
+            })
+            .and_then(|m| m[1].as_f64())
+    };
+    let gap = |key| x_of(key, "step").unwrap() - x_of(key, "model").unwrap();
+    assert!(
+        gap("peak_zoom_markers") > 5.0 * gap("markers").max(1.0),
+        "apart once zoomed: {d}"
     );
     // NVML counts the context: drawn clipped, said so, the other layers keep their scale.
     assert!(c.dom.contains("clipped at the top"), "the NVML note");

@@ -21,6 +21,15 @@ pub fn folded_peak(view: &PeakView) -> Vec<String> {
 
 /// [`folded_peak`] of each device's groups: (host, gpu, groups).
 pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
+    folded_groups_named(devices, |_, pid| format!("pid {pid}"))
+}
+
+/// [`folded_groups`] with each process's frame named by `name(host, pid)` (the report
+/// names a snapshot by its file).
+pub fn folded_groups_named(
+    devices: &[(&str, &str, &[Group])],
+    name: impl Fn(&str, u32) -> String,
+) -> Vec<String> {
     let many = devices.len() > 1;
     let mut lines = Vec::new();
     for (host, gpu, groups) in devices {
@@ -30,7 +39,7 @@ pub fn folded_groups(devices: &[(&str, &str, &[Group])]) -> Vec<String> {
             if many {
                 parts.push(format!("{} {}", folded(host), folded(gpu)));
             }
-            parts.push(format!("pid {}", g.pid.unwrap_or(0)));
+            parts.push(folded(&name(host, g.pid.unwrap_or(0))).into_owned());
             let frames = stacks::folded(&g.frames);
             if !frames.is_empty() {
                 parts.push(frames);

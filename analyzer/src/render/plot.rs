@@ -19,6 +19,10 @@ const TOP: f64 = 28.0;
 const BOTTOM: f64 = 54.0;
 /// Past this many times the rest, a line or the capacity is clipped instead of scaled.
 const SQUASH: f64 = 1.5;
+/// A white outline under a label's letters: where labels cross a line or each other
+/// (a marker's name over the peak's), each stays readable.
+const HALO: &str =
+    r##"stroke="#fff" stroke-width="3" stroke-linejoin="round" paint-order="stroke""##;
 /// Markers labelled by name; past this many, only their lines (and tooltips) are drawn.
 const LABELLED_MARKERS: usize = 12;
 
@@ -132,10 +136,11 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
     let _ = write!(
         o,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{}\" class=\"vt-plot\" viewBox=\"0 0 {W} {H}\" \
-         data-left=\"{LEFT}\" data-right=\"{}\" data-tend=\"{t_end}\" font-family=\"sans-serif\" font-size=\"11\" \
+         data-left=\"{LEFT}\" data-right=\"{}\" data-tend=\"{t_end}\" data-ytop=\"{y_top}\" data-top=\"{TOP}\" data-bottom=\"{}\" font-family=\"sans-serif\" font-size=\"11\" \
          role=\"img\" aria-label=\"{}\">",
         esc(id),
         W - RIGHT,
+        H - BOTTOM,
         esc(&format!("memory over time on {}", p.title))
     );
     if titled {
@@ -160,6 +165,8 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
         );
         v += y_step;
     }
+    // The time axis in a group of its own: the report's script redraws it when zoomed.
+    o.push_str(r#"<g class="vt-xaxis">"#);
     let x_step = tick_step(t_end / 1e9, 8.0, 10.0);
     let mut s = 0.0;
     while s * 1e9 <= t_end * 1.0001 && !(timeless && s > 0.0) {
@@ -174,6 +181,7 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
         );
         s += x_step;
     }
+    o.push_str("</g>");
     let _ = write!(
         o,
         "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>",
@@ -217,7 +225,7 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
         }
         let _ = write!(
             o,
-            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{dash} points=\"{}\"><title>{}</title></polyline>",
+            "<polyline class=\"vt-line\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{dash} points=\"{}\"><title>{}</title></polyline>",
             color(line, i),
             pts.trim_end(),
             esc(&name(line))
@@ -231,7 +239,7 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
     };
     let _ = write!(
         o,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{axis}</text>",
+        "<text class=\"vt-axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{axis}</text>",
         W - RIGHT,
         H - BOTTOM + 30.0
     );
@@ -243,12 +251,14 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
             esc(n)
         );
     }
-    // The hover and click target (the report's script); inert in a plain SVG file.
+    // The hover, click and brush targets (the report's script); inert in a plain SVG file.
     let _ = write!(
         o,
         "<line class=\"vt-cursor\" x1=\"-10\" x2=\"-10\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#333\" stroke-width=\"1\" visibility=\"hidden\"/>\
+         <rect class=\"vt-brush\" x=\"{LEFT}\" y=\"{TOP}\" width=\"0\" height=\"{}\" fill=\"#1f77b4\" fill-opacity=\"0.15\" stroke=\"#1f77b4\" visibility=\"hidden\" pointer-events=\"none\"/>\
          <rect class=\"vt-hit\" x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"transparent\" pointer-events=\"all\"/></svg>",
         H - BOTTOM,
+        H - TOP - BOTTOM,
         W - LEFT - RIGHT,
         H - TOP - BOTTOM
     );
@@ -289,7 +299,9 @@ fn phases(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
         let fill = if i % 2 == 0 { "#fff3d6" } else { "#e8f0ff" };
         let _ = write!(
             o,
-            "<rect class=\"vt-phase\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{}\" fill=\"{fill}\"><title>{}</title></rect>",
+            "<rect class=\"vt-phase\" data-t=\"{}\" data-t1=\"{}\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{}\" fill=\"{fill}\"><title>{}</title></rect>",
+            ph.start_ns,
+            ph.end_ns,
             (x1 - x0).max(1.0),
             H - TOP - BOTTOM,
             esc(&format!(
@@ -303,7 +315,9 @@ fn phases(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
         if x1 - x0 > 30.0 {
             let _ = write!(
                 o,
-                "<text x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\">{}</text>",
+                "<text class=\"vt-phase-label\" data-t=\"{}\" data-end=\"{}\" data-dx=\"3\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
+                ph.start_ns,
+                ph.end_ns,
                 x0 + 3.0,
                 TOP + 11.0,
                 esc(&short(&ph.name, ((x1 - x0) / 6.0) as usize))
@@ -318,7 +332,8 @@ fn markers(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
         let xm = x(m.time_ns as f64);
         let _ = write!(
             o,
-            "<line class=\"vt-marker\" x1=\"{xm:.1}\" x2=\"{xm:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#6b5200\" stroke-dasharray=\"2 3\"><title>{}</title></line>",
+            "<line class=\"vt-marker\" data-t=\"{}\" x1=\"{xm:.1}\" x2=\"{xm:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#6b5200\" stroke-dasharray=\"2 3\"><title>{}</title></line>",
+            m.time_ns,
             H - BOTTOM,
             esc(&format!(
                 "marker {} (pid {}) at {}",
@@ -331,7 +346,8 @@ fn markers(o: &mut String, p: &DevicePlot, x: &impl Fn(f64) -> f64) {
             // Staggered, so that neighbours do not overwrite each other.
             let _ = write!(
                 o,
-                "<text x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\">{}</text>",
+                "<text class=\"vt-marker-label\" data-t=\"{}\" data-dx=\"2\" x=\"{:.1}\" y=\"{}\" fill=\"#6b5200\" font-size=\"10\" {HALO}>{}</text>",
+                m.time_ns,
                 xm + 2.0,
                 TOP + 22.0 + 11.0 * (i % 3) as f64,
                 esc(&short(&m.name, 24))
@@ -346,17 +362,24 @@ fn peak_and_failures(
     x: &impl Fn(f64) -> f64,
     y: &impl Fn(f64) -> f64,
 ) {
+    // As in [`svg`]: a snapshot without times is one moment, its dump.
+    let timeless = t_end(p) <= 1.0;
     if p.peak_bytes > 0 {
         let (xp, yp) = (x(p.peak_time_ns as f64), y(p.peak_bytes as f64));
         let anchor = if xp > W - 160.0 { "end" } else { "start" };
         let dx = if anchor == "end" { -7.0 } else { 7.0 };
         let _ = write!(
             o,
-            "<circle class=\"vt-peak\" cx=\"{xp:.1}\" cy=\"{yp:.1}\" r=\"4\" fill=\"#1f77b4\" stroke=\"#fff\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-weight=\"bold\" fill=\"#1f4e79\">peak {} at {}</text>",
+            "<circle class=\"vt-peak\" data-t=\"{0}\" cx=\"{xp:.1}\" cy=\"{yp:.1}\" r=\"4\" fill=\"#1f77b4\" stroke=\"#fff\"/><text class=\"vt-peak-label\" data-t=\"{0}\" data-dx=\"7\" x=\"{1:.1}\" y=\"{2:.1}\" text-anchor=\"{anchor}\" font-weight=\"bold\" fill=\"#1f4e79\" {HALO}>peak {3} at {4}</text>",
+            p.peak_time_ns,
             xp + dx,
             (yp + 14.0).min(H - BOTTOM - 4.0),
             units::bytes(p.peak_bytes),
-            units::seconds(p.peak_time_ns)
+            if timeless {
+                "its dump".to_string()
+            } else {
+                units::seconds(p.peak_time_ns)
+            }
         );
     }
     for (i, f) in p.failures.iter().enumerate() {
@@ -368,7 +391,8 @@ fn peak_and_failures(
             .unwrap_or_else(|| format!("pid {}", f.pid));
         let _ = write!(
             o,
-            "<line class=\"vt-failure\" x1=\"{xf:.1}\" x2=\"{xf:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#d62728\" stroke-width=\"1.5\"><title>{}</title></line>",
+            "<line class=\"vt-failure\" data-t=\"{}\" x1=\"{xf:.1}\" x2=\"{xf:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#d62728\" stroke-width=\"1.5\"><title>{}</title></line>",
+            f.time_ns,
             H - BOTTOM,
             esc(&format!(
                 "failed allocation of {} by {who} (its device {}) at {}",
@@ -382,7 +406,8 @@ fn peak_and_failures(
             let dx = if anchor == "end" { -4.0 } else { 4.0 };
             let _ = write!(
                 o,
-                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#d62728\" font-weight=\"bold\">out of memory: {}</text>",
+                "<text class=\"vt-failure-label\" data-t=\"{}\" data-dx=\"4\" x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\" fill=\"#d62728\" font-weight=\"bold\" {HALO}>out of memory: {}</text>",
+                f.time_ns,
                 xf + dx,
                 H - BOTTOM - 6.0 - 12.0 * i as f64,
                 units::bytes(f.requested_bytes)
@@ -431,6 +456,7 @@ mod tests {
             host: "h".into(),
             gpu: "0".into(),
             title: "GPU 0".into(),
+            ranks: Vec::new(),
             lines,
             capacity_bytes: capacity,
             peak_bytes: peak,
@@ -440,6 +466,7 @@ mod tests {
             phases: Vec::new(),
             marks_left_out: 0,
             points_merged: false,
+            bucket_ns: 1,
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Leaks {
 #[derive(Serialize, Debug, PartialEq, Eq)]
 pub struct LeakGroup {
     pub pid: u32,
+    /// Its process's host: with the pid, which process (snapshots all read as pid 0, each
+    /// its own host). Not in the JSON, whose pid and device say it for traces.
+    #[serde(skip)]
+    pub host: String,
     /// Whether the process exited normally (else: killed, and this is what it held).
     pub complete: bool,
     /// Device ordinal; for pinned host memory, the device current when it was allocated.
@@ -100,6 +104,7 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
         for ((dev, api, kind, stack), held) in by {
             groups.push(LeakGroup {
                 pid: p.header.pid,
+                host: p.header.host.clone(),
                 complete: p.ended(),
                 device: dev,
                 kind: kind.name(),

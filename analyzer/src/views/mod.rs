@@ -11,6 +11,7 @@ mod oom_words;
 pub mod peak;
 pub mod plot;
 pub mod preallocation;
+pub mod process_name;
 pub mod ranks;
 pub mod report;
 pub mod snapshots_beside;

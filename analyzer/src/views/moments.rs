@@ -20,6 +20,8 @@ struct Held {
     top: Vec<(RunGroupKey, GroupBytes)>,
     bytes: u64,
     blocks: u64,
+    /// Groups live, kept or not: the page says how many it left out.
+    groups: u64,
 }
 
 struct Taken {
@@ -61,6 +63,8 @@ pub struct MomentDevice {
     pub layer: &'static str,
     pub bytes: u64,
     pub blocks: u64,
+    /// Groups live then, the [`TOP`] kept and the rest.
+    pub group_count: u64,
     /// The largest groups, by process and call site.
     pub groups: Vec<Group>,
 }
@@ -72,6 +76,7 @@ fn held(usage: &Map<RunGroupKey, GroupBytes>, reserved: u64) -> Held {
         .map(|(k, g)| (*k, *g))
         .collect();
     let blocks = top.iter().map(|(_, g)| g.blocks).sum();
+    let groups = top.len() as u64;
     let cut = TOP.min(top.len());
     if cut > 0 {
         top.select_nth_unstable_by(cut - 1, |a, b| b.1.bytes.cmp(&a.1.bytes));
@@ -81,6 +86,7 @@ fn held(usage: &Map<RunGroupKey, GroupBytes>, reserved: u64) -> Held {
         top,
         bytes: reserved,
         blocks,
+        groups,
     }
 }
 
@@ -152,6 +158,7 @@ impl MomentWatch {
                             layer,
                             bytes: h.bytes,
                             blocks: h.blocks,
+                            group_count: h.groups,
                             groups: groups::of_run(run, &map, &ordinals[i]),
                         }
                     })

@@ -23,6 +23,8 @@ pub struct DevicePlot {
     pub gpu: String,
     /// `GPU 3`, or `host GPU 3` when the run spans hosts.
     pub title: String,
+    /// The ranks of the processes on it (a rank on two GPUs is on both), in rank order.
+    pub ranks: Vec<String>,
     pub lines: Vec<Line>,
     /// The device's total memory, where the driver or NVML said it.
     pub capacity_bytes: Option<u64>,
@@ -36,6 +38,9 @@ pub struct DevicePlot {
     pub marks_left_out: u64,
     /// Points were merged to [`MAX_POINTS`] per line (each keeps its bucket's most).
     pub points_merged: bool,
+    /// How much time a point stands for (the timeline's bucket, times the merging): a
+    /// zoom narrower than a few of them shows markers and moments, not finer lines.
+    pub bucket_ns: u64,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -43,7 +48,7 @@ pub struct Line {
     /// `device`, `reserved`, `allocated` (annotations), `allocated_pytorch` (a snapshot
     /// beside the traces), `cached_free`.
     pub layer: &'static str,
-    /// `all processes`, or `pid N` / `pid N rank R`.
+    /// `all processes`, or `pid N` / `pid N rank R` / a snapshot's file name.
     pub who: String,
     /// (bucket start, most bytes in the bucket)
     pub points: Vec<(u64, u64)>,
@@ -108,11 +113,16 @@ fn device(
     series.sort_by_key(|s| (s.scope != "run", shown(s.layer)));
     series.truncate(MAX_LINES);
     let points_merged = series.iter().any(|s| s.points.len() > MAX_POINTS);
+    let merge = series
+        .iter()
+        .map(|s| s.points.len().div_ceil(MAX_POINTS).max(1))
+        .max()
+        .unwrap_or(1);
     let lines = series
         .iter()
         .map(|s| Line {
             layer: s.layer,
-            who: who(s),
+            who: who(s, summary),
             points: merged(s),
         })
         .collect();
@@ -164,6 +174,7 @@ fn device(
         host: host.to_string(),
         gpu: gpu.to_string(),
         title: gpu_label(host, gpu, many_hosts),
+        ranks: super::ranks::of_pids(summary, host, &pids),
         lines,
         capacity_bytes,
         peak_bytes: run_device.map_or(0, |d| d.peak_reserved_bytes),
@@ -173,18 +184,29 @@ fn device(
         phases: phases.into_iter().take(MAX_MARKS).collect(),
         marks_left_out,
         points_merged,
+        bucket_ns: t.resolution_ns.saturating_mul(merge as u64),
     }
 }
 
-fn who(s: &TimelineSeries) -> String {
+/// A plot's heading in the report: a section per rank and device. `Rank 1 · GPU 1` where
+/// one rank ran on the GPU (a rank on two GPUs has two sections); `GPU 0 · ranks 0, 1`
+/// where ranks shared it (one plot: their memory is summed on the card, each rank's
+/// reserved line drawn apart); the GPU alone without ranks.
+pub fn heading(p: &DevicePlot) -> String {
+    match p.ranks.as_slice() {
+        [] => p.title.clone(),
+        [rank] => format!("Rank {rank} · {}", p.title),
+        ranks => {
+            let shown: Vec<&str> = ranks.iter().take(8).map(String::as_str).collect();
+            let more = if ranks.len() > 8 { ", ..." } else { "" };
+            format!("{} · ranks {}{more}", p.title, shown.join(", "))
+        }
+    }
+}
+
+fn who(s: &TimelineSeries, summary: &Summary) -> String {
     match s.pid {
-        Some(pid) => format!(
-            "pid {pid}{}",
-            s.rank
-                .as_ref()
-                .map(|r| format!(" rank {r}"))
-                .unwrap_or_default()
-        ),
+        Some(pid) => super::process_name::with_rank(summary, &s.host, pid),
         None => "all processes".into(),
     }
 }

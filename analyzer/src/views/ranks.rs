@@ -20,6 +20,24 @@ pub struct RankRow {
     pub highest: bool,
 }
 
+/// Ranks in order: numerically where they are numbers.
+pub fn order(rank: &str) -> (Option<u64>, &str) {
+    (rank.parse().ok(), rank)
+}
+
+/// The ranks of the processes `pids` on `host`, each once, in order.
+pub fn of_pids(s: &super::summary::Summary, host: &str, pids: &[u32]) -> Vec<String> {
+    let mut ranks: Vec<String> = s
+        .processes
+        .iter()
+        .filter(|p| p.host == host && pids.contains(&p.pid))
+        .filter_map(|p| p.rank.clone())
+        .collect();
+    ranks.sort_by(|a, b| order(a).cmp(&order(b)));
+    ranks.dedup();
+    ranks
+}
+
 /// One row per process that has a rank, in rank order (numerically where they are numbers).
 pub fn rows(processes: &[ProcessSummary]) -> Vec<RankRow> {
     let mut rows: Vec<RankRow> = processes

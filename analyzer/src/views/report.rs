@@ -26,7 +26,13 @@ pub struct ReportView {
     pub verdict: Vec<String>,
     /// The run's command (the first process's argv).
     pub command: String,
+    /// The run is one moment: a snapshot without times (PyTorch before 2.2). Its times
+    /// are all 0, so the page says "at its dump" instead of "at 0.000s".
+    pub timeless: bool,
+    /// A section each, in rank order where ranks are known (the GPU's order otherwise).
     pub plots: Vec<DevicePlot>,
+    /// The GPUs each of the summary's ranks ran on (`GPU 0, GPU 1`), in its order.
+    pub rank_gpus: Vec<String>,
     pub moments: Vec<Moment>,
     /// Who held each GPU's peak: tensors where the run has them, else reserved memory.
     pub peaks: Vec<Held>,
@@ -46,6 +52,8 @@ pub struct Held {
     pub count: u64,
     /// `allocated` (tensors, requested bytes) or `reserved`.
     pub layer: &'static str,
+    /// Groups live then, kept or not.
+    pub group_count: u64,
     /// The largest [`GRAPH_GROUPS`] groups.
     pub groups: Vec<Group>,
 }
@@ -70,6 +78,8 @@ pub struct AtEnd {
 #[derive(Serialize, Clone)]
 pub struct EndRow {
     pub pid: u32,
+    /// `pid N`, or a snapshot's file name (process_name.rs).
+    pub process: String,
     pub device: i32,
     /// `tensors` (allocated layer) or `blocks`.
     pub unit: &'static str,
@@ -161,6 +171,7 @@ pub fn build(i: Inputs) -> ReportView {
                 bytes,
                 count: groups.iter().map(|g| g.blocks).sum(),
                 layer,
+                group_count: groups.len() as u64,
                 groups: groups.iter().take(GRAPH_GROUPS).cloned().collect(),
             }
         })
@@ -194,6 +205,7 @@ pub fn build(i: Inputs) -> ReportView {
                     f.live_blocks
                 },
                 layer: if tensors { "allocated" } else { "reserved" },
+                group_count: groups.len() as u64,
                 // A post-mortem's groups are its process's own: name the process.
                 groups: groups
                     .iter()
@@ -207,8 +219,23 @@ pub fn build(i: Inputs) -> ReportView {
         })
         .collect();
     let at_end = at_end(s, i.leaks);
+    let mut plots = i.plots;
+    plots.sort_by(|a, b| rank_order(a).cmp(&rank_order(b)));
+    let rank_gpus = s
+        .ranks
+        .iter()
+        .map(|r| {
+            let gpus: Vec<String> = s
+                .devices
+                .iter()
+                .filter(|d| d.host == r.host && d.pids.contains(&r.pid))
+                .map(|d| gpu_label(&d.host, &d.gpu, many_hosts))
+                .collect();
+            gpus.join(", ")
+        })
+        .collect();
     ReportView {
-        verdict: verdict(s, i.oom, &at_end, &i.plots, many_hosts),
+        verdict: verdict(s, i.oom, &at_end, &plots, many_hosts),
         command: s
             .processes
             .first()
@@ -220,7 +247,9 @@ pub fn build(i: Inputs) -> ReportView {
                 }
             })
             .unwrap_or_default(),
-        plots: i.plots,
+        plots,
+        rank_gpus,
+        timeless: s.duration_ns == 0,
         moments: i.moments,
         peaks,
         failures,
@@ -228,9 +257,29 @@ pub fn build(i: Inputs) -> ReportView {
     }
 }
 
-fn row(g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {
+/// Plots with ranks first, by their first rank.
+fn rank_order(p: &DevicePlot) -> (bool, Option<(Option<u64>, &str)>) {
+    (
+        p.ranks.is_empty(),
+        p.ranks.first().map(|r| super::ranks::order(r)),
+    )
+}
+
+impl ReportView {
+    /// `0.123s`, or `its dump` for a run without times.
+    pub fn when(&self, t: u64) -> String {
+        if self.timeless {
+            "its dump".into()
+        } else {
+            units::seconds(t)
+        }
+    }
+}
+
+fn row(s: &Summary, g: &LeakGroup, unit: &'static str, ending: Ending) -> EndRow {
     EndRow {
         pid: g.pid,
+        process: super::process_name::of(s, &g.host, g.pid),
         device: g.device,
         unit,
         count: g.blocks,
@@ -256,7 +305,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
         let ending = Ending::of(s, g.pid);
         if ending != Ending::Exited {
             out.live_at_death_bytes += g.bytes;
-            out.live_at_death.push(row(g, "blocks", ending));
+            out.live_at_death.push(row(s, g, "blocks", ending));
             if !out.endings.contains(&ending.name()) {
                 out.endings.push(ending.name());
             }
@@ -264,7 +313,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
             out.cached_bytes += g.bytes;
         } else {
             out.leaked_bytes += g.bytes;
-            out.leaked.push(row(g, "blocks", ending));
+            out.leaked.push(row(s, g, "blocks", ending));
         }
     }
     for g in &leaks.tensor_groups {
@@ -272,7 +321,7 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
         if ending == Ending::Exited {
             out.leaked_bytes += g.bytes;
             out.cached_bytes = out.cached_bytes.saturating_sub(g.bytes);
-            out.leaked.push(row(g, "tensors", ending));
+            out.leaked.push(row(s, g, "tensors", ending));
         }
     }
     out.leaked.sort_by_key(|r| std::cmp::Reverse(r.bytes));
@@ -316,12 +365,12 @@ fn verdict(
             String::new()
         };
         v.push(format!(
-            "Out of memory: {} of {} failed on {} at {}, pid {}{rank} holding {}{of}.{more}",
+            "Out of memory: {} of {} failed on {} at {}, {}{rank} holding {}{of}.{more}",
             f.api,
             bytes(f.requested_bytes),
             gpu_label(&f.host, &f.gpu, many_hosts),
             secs(f.time_ns),
-            f.pid,
+            super::process_name::of(s, &f.host, f.pid),
             bytes(f.live_bytes),
         ));
     }

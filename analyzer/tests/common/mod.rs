@@ -66,6 +66,27 @@ pub fn write_trace(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     path
 }
 
+/// `dir/traces`, made.
+pub fn traces_in(dir: &Path) -> PathBuf {
+    let traces = dir.join("traces");
+    std::fs::create_dir(&traces).expect("make the traces directory");
+    traces
+}
+
+/// `vramtrace report -o dir/report.html traces`, which must succeed: the page's path
+/// and its text.
+pub fn report_of(dir: &Path, traces: &Path) -> (PathBuf, String) {
+    let html = dir.join("report.html");
+    vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        traces.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).expect("the report was written");
+    (html, page)
+}
+
 pub fn vramtrace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vramtrace"))
         .args(args)

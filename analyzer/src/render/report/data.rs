@@ -86,7 +86,7 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                     })
                 })
                 .collect();
-            // [time, label, layer, bytes, count, groups]
+            // [time, label, layer, bytes, count, groups, groups live in all]
             let mut moments: Vec<Value> = Vec::new();
             for &k in &kept {
                 let m = &v.moments[k];
@@ -101,7 +101,8 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                         d.layer,
                         d.bytes,
                         d.blocks,
-                        who.groups(&d.groups)
+                        who.groups(&d.groups),
+                        d.group_count
                     ]));
                 }
             }
@@ -117,21 +118,37 @@ pub fn json(r: &Report, budget: Budget, notes: &mut Vec<String>) -> String {
                     h.layer,
                     h.bytes,
                     h.count,
-                    who.groups(&h.groups)
+                    who.groups(&h.groups),
+                    h.group_count
                 ]));
             }
             moments.sort_by_key(|m| m[0].as_u64());
+            // What the live set calls each process of the GPU (a snapshot by its file).
+            let names: serde_json::Map<String, Value> = r
+                .summary
+                .devices
+                .iter()
+                .filter(|d| d.host == p.host && d.gpu == p.gpu)
+                .flat_map(|d| &d.pids)
+                .map(|&pid| {
+                    let name = crate::views::process_name::of(r.summary, &p.host, pid);
+                    (pid.to_string(), Value::from(name))
+                })
+                .collect();
             json!({
                 "title": p.title,
                 "peak_bytes": p.peak_bytes,
                 "peak_time_ns": p.peak_time_ns,
+                "bucket_ns": p.bucket_ns,
                 "lines": lines,
                 "moments": moments,
+                "names": names,
             })
         })
         .collect();
     json!({
         "start_unix_ns": r.summary.start_unix_ns,
+        "timeless": v.timeless,
         "devices": devices,
         "who": who.names,
     })

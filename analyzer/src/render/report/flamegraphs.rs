@@ -38,12 +38,12 @@ pub fn failures(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<Stri
             .unwrap_or_default();
         let _ = write!(
             o,
-            "<div class=\"fail\"><h3>{} of {} on {} at {}</h3><p>pid {}{} asked for it on its device {} and got <code>{}</code>, holding {} there.</p><p>{}</p><ul>",
+            "<div class=\"fail\"><h3>{} of {} on {} at {}</h3><p>{}{} asked for it on its device {} and got <code>{}</code>, holding {} there.</p><p>{}</p><ul>",
             f.api,
             bytes(f.requested_bytes),
             esc(&gpu),
-            units::seconds(f.time_ns),
-            f.pid,
+            r.view.when(f.time_ns),
+            esc(&crate::views::process_name::of(r.summary, &f.host, f.pid)),
             esc(&rank),
             f.device,
             esc(&f.result_name),
@@ -61,7 +61,7 @@ pub fn failures(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<Stri
             .filter(|_| graphs < budget.flamegraphs)
         {
             graphs += 1;
-            graph(o, held, &format!("vt-flame-failure-{i}"));
+            graph(o, r, held, &format!("vt-flame-failure-{i}"));
         }
         let _ = writeln!(o, "</div>");
     }
@@ -94,9 +94,9 @@ pub fn peaks(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<String>
             o,
             "<h3>{}: {what}, at {}</h3>",
             esc(&held.title),
-            units::seconds(held.time_ns)
+            r.view.when(held.time_ns)
         );
-        graph(o, held, &format!("vt-flame-peak-{i}"));
+        graph(o, r, held, &format!("vt-flame-peak-{i}"));
     }
     if room < r.view.peaks.len() {
         notes.push(format!(
@@ -108,8 +108,11 @@ pub fn peaks(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<String>
     let _ = writeln!(o, "</section>");
 }
 
-fn graph(o: &mut String, held: &Held, id: &str) {
-    let lines = flamegraph::folded_groups(&[(held.host.as_str(), held.gpu.as_str(), &held.groups)]);
+fn graph(o: &mut String, r: &Report, held: &Held, id: &str) {
+    let lines = flamegraph::folded_groups_named(
+        &[(held.host.as_str(), held.gpu.as_str(), &held.groups)],
+        |host, pid| crate::views::process_name::of(r.summary, host, pid),
+    );
     let unit = if held.layer == "allocated" {
         "tensors"
     } else {

@@ -26,6 +26,8 @@ pub const MAX_PAGE_BYTES: usize = 5 << 20;
 
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
+/// Zooming a plot's time axis (report.js calls it), in the same script element.
+const ZOOM: &str = include_str!("zoom.js");
 
 pub struct Report<'a> {
     pub view: &'a ReportView,
@@ -103,7 +105,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     sections::header(&mut o, r);
     sections::verdict(&mut o, v, r.oom);
     sections::devices(&mut o, r, budget.plots, &mut notes);
-    sections::ranks(&mut o, s, &mut notes);
+    sections::ranks(&mut o, s, v, &mut notes);
     flamegraphs::failures(&mut o, r, budget, &mut notes);
     flamegraphs::peaks(&mut o, r, budget, &mut notes);
     sections::at_end(&mut o, v, budget.rows, &mut notes);
@@ -120,7 +122,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     let embedded = escape::script_json(&embedded).into_owned();
     let _ = write!(
         o,
-        "</main>\n<script type=\"application/json\" id=\"vt-data\">{embedded}</script>\n<script>{SCRIPT}</script>\n</body></html>\n"
+        "</main>\n<script type=\"application/json\" id=\"vt-data\">{embedded}</script>\n<script>{ZOOM}\n{SCRIPT}</script>\n</body></html>\n"
     );
     o
 }

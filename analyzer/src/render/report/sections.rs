@@ -6,6 +6,7 @@ use super::super::plot;
 use super::Report;
 use crate::units::{self, bytes, count};
 use crate::views::oom::OomView;
+use crate::views::process_name;
 use crate::views::report::{EndRow, ReportView};
 use crate::views::summary::Summary;
 use std::fmt::Write;
@@ -38,14 +39,18 @@ pub fn header(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "<header class=\"top\"><span class=\"brand\">vramtrace report</span><code class=\"cmd\" title=\"{0}\">{0}</code>\
-         <span class=\"muted\">{1}, {2} long, {3}, {4}</span></header>",
+         <span class=\"muted\">{1}, {2}, {3}, {4}</span></header>",
         esc(&r.view.command),
         if s.start_unix_ns == 0 {
             "start time not recorded".to_string()
         } else {
             format!("started {}", units::wall(s.start_unix_ns))
         },
-        units::seconds(s.duration_ns),
+        if r.view.timeless {
+            "one moment (no times)".to_string()
+        } else {
+            format!("{} long", units::seconds(s.duration_ns))
+        },
         count(s.processes.len() as u64, "process"),
         count(s.devices.len() as u64, "GPU"),
     );
@@ -77,19 +82,23 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
         let _ = write!(
             o,
             "<section class=\"device\" id=\"vt-dev-{i}\"><h2>{}</h2><p class=\"stats\">",
-            esc(&p.title)
+            esc(&crate::views::plot::heading(p))
         );
         let _ = write!(
             o,
             "<span>peak <b>{}</b> at {}</span>",
             bytes(p.peak_bytes),
-            units::seconds(p.peak_time_ns)
+            r.view.when(p.peak_time_ns)
         );
         if let Some(d) = d {
             if let Some(t) = d.peak_requested_bytes {
                 let _ = write!(o, "<span>tensors at most <b>{}</b></span>", bytes(t));
             }
-            let _ = write!(o, "<span>{}</span>", esc(&who_ran(r.summary, &d.pids)));
+            let _ = write!(
+                o,
+                "<span>{}</span>",
+                esc(&who_ran(r.summary, &d.host, &d.pids))
+            );
         }
         if let Some(c) = p.capacity_bytes {
             let _ = write!(o, "<span>capacity {}</span>", bytes(c));
@@ -101,11 +110,19 @@ pub fn devices(o: &mut String, r: &Report, plots: usize, notes: &mut Vec<String>
                 count(p.failures.len() as u64, "failed allocation")
             );
         }
-        let _ = write!(o, "</p>");
+        let _ = write!(
+            o,
+            "<button type=\"button\" class=\"vt-zoomout\" id=\"vt-zoomout-{i}\" hidden>Zoom out</button><span class=\"vt-zoomnote\" id=\"vt-zoomnote-{i}\" hidden></span></p>"
+        );
         o.push_str(&plot::svg(p, &format!("vt-plot-{i}"), false));
+        let zoom = if r.view.timeless {
+            ""
+        } else {
+            "; drag across it to zoom in"
+        };
         let _ = writeln!(
             o,
-            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then.</p>\
+            "<p class=\"readout\" id=\"vt-readout-{i}\">Hover the plot for each layer's bytes; click it for what was live then{zoom}.</p>\
              <div class=\"liveset\" id=\"vt-live-{i}\"></div></section>"
         );
         if p.points_merged {
@@ -144,7 +161,7 @@ fn other_gpus(o: &mut String, rest: &[crate::views::plot::DevicePlot]) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            esc(&p.title),
+            esc(&crate::views::plot::heading(p)),
             bytes(p.peak_bytes),
             units::seconds(p.peak_time_ns),
             p.failures.len()
@@ -153,17 +170,26 @@ fn other_gpus(o: &mut String, rest: &[crate::views::plot::DevicePlot]) {
     let _ = writeln!(o, "</tbody></table></section>");
 }
 
-/// `pid 12`, `pids 12, 13 (ranks 0, 1)`.
-fn who_ran(s: &Summary, pids: &[u32]) -> String {
+/// `pid 12`, `pids 12, 13 (ranks 0, 1)`, or a snapshot's file name.
+fn who_ran(s: &Summary, host: &str, pids: &[u32]) -> String {
     let ranks: Vec<&str> = pids
         .iter()
         .filter_map(|pid| s.processes.iter().find(|p| p.pid == *pid))
         .filter_map(|p| p.rank.as_deref())
         .collect();
-    let shown: Vec<String> = pids.iter().take(8).map(u32::to_string).collect();
+    let names: Vec<String> = pids
+        .iter()
+        .take(8)
+        .map(|pid| process_name::of(s, host, *pid))
+        .collect();
     let more = if pids.len() > 8 { ", ..." } else { "" };
-    let noun = if pids.len() == 1 { "pid" } else { "pids" };
-    let mut out = format!("{noun} {}{more}", shown.join(", "));
+    let mut out = if names.iter().all(|n| n.starts_with("pid ")) {
+        let shown: Vec<String> = pids.iter().take(8).map(u32::to_string).collect();
+        let noun = if pids.len() == 1 { "pid" } else { "pids" };
+        format!("{noun} {}{more}", shown.join(", "))
+    } else {
+        format!("{}{more}", names.join(", "))
+    };
     if !ranks.is_empty() {
         let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
         let shown: Vec<&str> = ranks.iter().take(8).copied().collect();
@@ -172,15 +198,15 @@ fn who_ran(s: &Summary, pids: &[u32]) -> String {
     out
 }
 
-pub fn ranks(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
+pub fn ranks(o: &mut String, s: &Summary, v: &ReportView, notes: &mut Vec<String>) {
     if s.ranks.len() < 2 {
         return;
     }
     let _ = writeln!(
         o,
-        "<section id=\"vt-ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>pid</th><th>host</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
+        "<section id=\"vt-ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>process</th><th>host</th><th>GPUs</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
     );
-    for r in s.ranks.iter().take(PROCESS_ROWS) {
+    for (k, r) in s.ranks.iter().enumerate().take(PROCESS_ROWS) {
         let class = if r.failed_allocations > 0 {
             " class=\"bad\""
         } else {
@@ -188,10 +214,11 @@ pub fn ranks(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
         };
         let _ = writeln!(
             o,
-            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             esc(&r.rank),
-            r.pid,
+            esc(&process_name::of(s, &r.host, r.pid)),
             esc(&r.host),
+            esc(v.rank_gpus.get(k).map_or("", String::as_str)),
             bytes(r.peak_reserved_bytes),
             r.peak_requested_bytes.map(bytes).unwrap_or_else(|| "-".into()),
             r.failed_allocations,
@@ -245,7 +272,7 @@ pub fn at_end(o: &mut String, v: &ReportView, rows: usize, notes: &mut Vec<Strin
 fn end_table(o: &mut String, rows: &[EndRow], limit: usize, notes: &mut Vec<String>, what: &str) {
     let _ = writeln!(
         o,
-        "<table><thead><tr><th class=\"n\">bytes</th><th class=\"n\">count</th><th>pid</th><th>device</th><th>how it ended</th><th>allocated</th><th>who</th></tr></thead><tbody>"
+        "<table><thead><tr><th class=\"n\">bytes</th><th class=\"n\">count</th><th>process</th><th>device</th><th>how it ended</th><th>allocated</th><th>who</th></tr></thead><tbody>"
     );
     for r in rows.iter().take(limit) {
         let _ = writeln!(
@@ -254,7 +281,7 @@ fn end_table(o: &mut String, rows: &[EndRow], limit: usize, notes: &mut Vec<Stri
             r.bytes,
             bytes(r.bytes),
             count(r.count, if r.unit == "tensors" { "tensor" } else { "block" }),
-            r.pid,
+            esc(&r.process),
             r.device,
             r.ending,
             esc(&format!(
@@ -277,7 +304,7 @@ fn end_table(o: &mut String, rows: &[EndRow], limit: usize, notes: &mut Vec<Stri
 pub fn processes(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
     let _ = writeln!(
         o,
-        "<section id=\"vt-processes\"><h2>Processes</h2><table><thead><tr><th>pid</th><th>rank</th><th>host</th><th>command</th><th>trace</th><th>started</th></tr></thead><tbody>"
+        "<section id=\"vt-processes\"><h2>Processes</h2><table><thead><tr><th>process</th><th>rank</th><th>host</th><th>command</th><th>trace</th><th>started</th></tr></thead><tbody>"
     );
     for p in s.processes.iter().take(PROCESS_ROWS) {
         let state = match (&p.error, p.complete) {
@@ -294,7 +321,7 @@ pub fn processes(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
-            p.pid,
+            esc(&process_name::of_process(p)),
             esc(p.rank.as_deref().unwrap_or("-")),
             esc(&p.host),
             esc(&command),
