@@ -87,6 +87,20 @@ fn host_and_managed_pool_memory_is_reported_by_location_never_as_device_memory()
         by_location(truth, "location_bytes_at_end")["host_numa"]
     );
 
+    // The HTML report's leaks are the same device leaks: the managed pool's 6 MiB and
+    // the host NUMA bytes left at the end are not device memory the program leaked.
+    let report = run.dir.path().join("report.html");
+    run.view(&["report", "-o", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("Nothing leaked"),
+        "the report's verdict names a leak"
+    );
+    assert!(
+        !html.contains("never freed by processes"),
+        "the report lists a leak"
+    );
+
     // The text summary says each location on its own line.
     let text = run.view(&["summary"]);
     for line in [

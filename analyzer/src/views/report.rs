@@ -252,7 +252,9 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
                 .iter()
                 .any(|p| p.pid == pid && p.devices.iter().any(|d| d.peak_requested_bytes.is_some()))
     };
-    for g in leaks.groups.iter().filter(|g| g.kind != "host") {
+    // Device memory only, as `leaks` counts it: a managed pool's or a host pool's bytes
+    // (CUDA 13) are not device memory the process leaked.
+    for g in leaks.groups.iter().filter(|g| g.device_memory()) {
         let ending = Ending::of(s, g.pid);
         if ending != Ending::Exited {
             out.live_at_death_bytes += g.bytes;
