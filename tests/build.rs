@@ -166,6 +166,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "unread_props",
+        "unread_props.c",
+        "unread-props",
+        Link::Driver,
+        &[],
+    ),
+    (
         "runtime_locations_dynamic",
         "runtime_locations.c",
         "runtime-locations",

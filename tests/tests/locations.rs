@@ -167,3 +167,18 @@ fn locations_are_read_by_both_parsers_and_unknown_ones_are_skipped() {
         .iter()
         .all(|e| e.loc != Location::HostNumaCurrent));
 }
+
+/// Properties and locations are read only once the driver accepted them: calls it rejects
+/// before reading their pointers (here, pointers nothing may read) return its answer to
+/// the program, recorded as failed calls, and the program goes on.
+#[test]
+fn properties_the_driver_rejected_unread_are_not_read() {
+    let run = run_sim("unread_props", &[], &[], &[]);
+    assert!(
+        run.output.status.success(),
+        "{:?}: {}",
+        run.output.status,
+        run.stderr()
+    );
+    check(&run, run.truth("unread-props"), same);
+}

@@ -5,7 +5,7 @@
 #![allow(non_snake_case)]
 
 use super::mempool::props_location;
-use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_OUT_OF_MEMORY};
 use crate::stack::here;
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
@@ -64,7 +64,11 @@ pub unsafe extern "C" fn cuMemCreate(
     call.finish(Api::CuMemCreate, r, |e| {
         e.handle = Some(out(r, handle));
         e.size = size as u64;
-        if !prop.is_null() {
+        // Read only once the driver read them: it rejects some calls (a size that is no
+        // multiple of the granularity, no context) before it looks at the properties, and
+        // then the pointer may be anything. An allocation that failed for want of memory
+        // was placed first, so its location is known to be readable.
+        if !prop.is_null() && (r == 0 || r == CUDA_ERROR_OUT_OF_MEMORY) {
             // Read as plain integers (props_location): the struct's enum fields are not
             // touched, so a location type newer than cudarc's enum is no undefined value.
             (e.loc, e.numa) = props_location(prop.cast());
