@@ -166,6 +166,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "locality_domain",
+        "locality_domain.c",
+        "locality-domain",
+        Link::Driver,
+        &[],
+    ),
+    (
         "unread_props",
         "unread_props.c",
         "unread-props",

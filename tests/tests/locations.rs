@@ -182,3 +182,26 @@ fn properties_the_driver_rejected_unread_are_not_read() {
     );
     check(&run, run.truth("unread-props"), same);
 }
+
+/// `cuMemCreate` on a device's locality domain (CUDA 13.4): the location names the device
+/// in one byte of its union, not in `id`. The memory is that device's, whatever the
+/// union's other bytes hold.
+#[test]
+fn physical_memory_on_a_locality_domain_is_its_devices() {
+    let run = run_sim(
+        "locality_domain",
+        &[],
+        &[],
+        &[("VRAMTRACE_SIM_DEVICES", "2")],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("locality-domain");
+    check(&run, truth, same);
+    let trace = run.trace_for(truth);
+    let created: Vec<i32> = trace
+        .program_calls()
+        .filter(|e| e.api == Api::CuMemCreate)
+        .map(|e| e.dev)
+        .collect();
+    assert_eq!(created, [1]);
+}

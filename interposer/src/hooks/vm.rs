@@ -4,14 +4,14 @@
 //! released and its last mapping is gone; the analyzer follows that from these events.
 #![allow(non_snake_case)]
 
-use super::mempool::props_location;
+use super::mempool::{props_device, props_location};
 use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_OUT_OF_MEMORY};
 use crate::stack::here;
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
 };
 use std::ffi::{c_int, c_ulonglong};
-use vramtrace_schema::{Api, Location};
+use vramtrace_schema::Api;
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAddressReserve(
@@ -72,11 +72,11 @@ pub unsafe extern "C" fn cuMemCreate(
             // Read as plain integers (props_location): the struct's enum fields are not
             // touched, so a location type newer than cudarc's enum is no undefined value.
             (e.loc, e.numa) = props_location(prop.cast());
-            if e.loc == Location::Device {
-                // The memory is on the device the properties name, whatever context is
-                // current. Host memory keeps the calling thread's device, as pinned host
-                // memory does.
-                e.dev = std::ptr::read_unaligned(std::ptr::addr_of!((*prop).location.id));
+            // The memory is on the device the properties name (as an ordinal, or in a
+            // locality domain's two bytes), whatever context is current. Host memory keeps
+            // the calling thread's device, as pinned host memory does.
+            if let Some(dev) = props_device(prop.cast()) {
+                e.dev = dev;
             }
         }
     });
