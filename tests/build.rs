@@ -173,6 +173,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "pool_reuse",
+        "pool_reuse.c",
+        "pool-reuse",
+        Link::Driver,
+        &[],
+    ),
+    (
         "unread_props",
         "unread_props.c",
         "unread-props",

@@ -188,6 +188,13 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus);
+
+/* Simulator controls, not CUDA. As the real driver may, hand out a destroyed pool's
+ * handle again for the next pool made (when set: the destroyed pool's struct is reused). */
+extern int sim_reuse_pools;
+/* Called, when set, as cuMemPoolDestroy returns, after the pool is gone: a test stands in
+ * for another thread that runs at that moment. */
+extern void (*sim_after_pool_destroy)(void);
 #endif
 
 #endif

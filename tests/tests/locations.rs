@@ -205,3 +205,17 @@ fn physical_memory_on_a_locality_domain_is_its_devices() {
         .collect();
     assert_eq!(created, [1]);
 }
+
+/// A host pool destroyed while another thread makes one that gets the same handle (the
+/// driver reuses handles): the new pool's allocations are host memory, whichever thread's
+/// hook finishes last.
+#[test]
+fn a_handle_reused_while_its_pool_is_destroyed_keeps_the_new_pools_location() {
+    let run = run_sim("pool_reuse", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("pool-reuse");
+    check(&run, truth, same);
+    let (peaks, at_end) = summary_by_location(&run.summary());
+    assert_eq!(peaks, by_location(truth, "location_peak_bytes"));
+    assert_eq!(at_end, by_location(truth, "location_bytes_at_end"));
+}
