@@ -180,6 +180,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &[],
     ),
     (
+        "host_pool_oom",
+        "host_pool_oom.c",
+        "host-pool-oom",
+        Link::Driver,
+        &[],
+    ),
+    (
         "unread_props",
         "unread_props.c",
         "unread-props",

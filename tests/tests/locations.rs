@@ -219,3 +219,23 @@ fn a_handle_reused_while_its_pool_is_destroyed_keeps_the_new_pools_location() {
     assert_eq!(peaks, by_location(truth, "location_peak_bytes"));
     assert_eq!(at_end, by_location(truth, "location_bytes_at_end"));
 }
+
+/// A failed allocation from a host pool is a post-mortem of host memory: `oom` says where
+/// the memory was asked for and does not judge it by the device's figures.
+#[test]
+fn a_host_pool_that_cannot_allocate_is_no_device_oom() {
+    let run = run_sim("host_pool_oom", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    check(&run, run.truth("host-pool-oom"), same);
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    let failures = oom["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{oom}");
+    assert_eq!(failures[0]["location"], "host");
+    assert_eq!(failures[0]["verdict"], "not_device_memory");
+    let text = run.view(&["oom"]);
+    assert!(text.contains("of host memory, not device memory"), "{text}");
+    let report = run.dir.path().join("report.html");
+    run.view(&["report", "-o", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("host memory, not the device&#39;s"), "the report's verdict");
+}

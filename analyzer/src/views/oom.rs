@@ -126,6 +126,10 @@ pub struct Postmortem {
     pub rank: Option<String>,
     pub time_ns: u64,
     pub api: &'static str,
+    /// Where the memory asked for lives when it is not device memory (`host`,
+    /// `host_numa`, `host_numa_current`, `managed`); absent for device memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<&'static str>,
     pub device: i32,
     pub host: String,
     pub gpu: String,
@@ -206,6 +210,9 @@ pub enum Verdict {
     /// The allocator's cache held enough free bytes, but in pieces smaller than the
     /// request (from its annotations).
     Fragmentation,
+    /// The request was for host or managed pool memory (a failed `cuMemHostAlloc`, an
+    /// allocation from a host or managed pool): the device's figures do not explain it.
+    NotDeviceMemory,
 }
 
 /// The figures a verdict is made from.
@@ -255,8 +262,12 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         others: others_bytes,
         driver: p.meminfo.map(|m| (m.free, m.total, m.traced)),
     };
-    let (mut verdict, untraced, estimated_free) = judge(figures);
-    if let Some(a) = f.allocator {
+    let location = f.event.loc.off_device(f.event.kind());
+    let (mut verdict, untraced, estimated_free) = match location {
+        Some(_) => (Verdict::NotDeviceMemory, None, None),
+        None => judge(figures),
+    };
+    if let Some(a) = f.allocator.filter(|_| location.is_none()) {
         if verdict != Verdict::NeverFits
             && a.cached_free_bytes >= f.requested
             && a.largest_free_block_bytes < f.requested
@@ -275,6 +286,7 @@ fn postmortem(run: &Run, p: Pending) -> Postmortem {
         rank: model.rank().map(str::to_string),
         time_ns: p.time,
         api: f.event.api.name(),
+        location: location.map(|l| l.name()),
         device: f.event.dev,
         host: id.host,
         gpu: id.gpu,

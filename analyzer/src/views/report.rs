@@ -317,15 +317,25 @@ fn verdict(
         } else {
             String::new()
         };
-        v.push(format!(
-            "Out of memory: {} of {} failed on {} at {}, pid {}{rank} holding {}{of}.{more}",
-            f.api,
-            bytes(f.requested_bytes),
-            gpu_label(&f.host, &f.gpu, many_hosts),
-            secs(f.time_ns),
-            f.pid,
-            bytes(f.live_bytes),
-        ));
+        v.push(match f.location {
+            // Host or managed pool memory: no GPU ran out.
+            Some(l) => format!(
+                "Out of memory: {} of {} failed at {}, pid {}{rank}: {l} memory, not the device's.{more}",
+                f.api,
+                bytes(f.requested_bytes),
+                secs(f.time_ns),
+                f.pid,
+            ),
+            None => format!(
+                "Out of memory: {} of {} failed on {} at {}, pid {}{rank} holding {}{of}.{more}",
+                f.api,
+                bytes(f.requested_bytes),
+                gpu_label(&f.host, &f.gpu, many_hosts),
+                secs(f.time_ns),
+                f.pid,
+                bytes(f.live_bytes),
+            ),
+        });
     }
     // The first of equal peaks.
     if let Some(d) = s.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes) {
