@@ -101,6 +101,27 @@ fn host_and_managed_pool_memory_is_reported_by_location_never_as_device_memory()
         "the report lists a leak"
     );
 
+    // The CSV export: a free's kind is its allocation's (frees carry no location).
+    let csv = run.view(&["export", "--format", "csv"]);
+    let kinds: Vec<(&str, &str)> = csv
+        .lines()
+        .skip(1)
+        .map(|row| row.split(',').collect::<Vec<_>>())
+        .filter(|c| c[5] == "free" || c[5] == "release")
+        .map(|c| (c[4], c[6]))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("cuMemFreeAsync", "host"),
+            ("cuMemFreeAsync", "managed_pool"),
+            ("cuMemRelease", "host"),
+            ("cuMemRelease", "host"),
+            ("cuMemFreeAsync", "pool"),
+            ("cuMemRelease", "physical"),
+        ]
+    );
+
     // The text summary says each location on its own line.
     let text = run.view(&["summary"]);
     for line in [
@@ -237,5 +258,8 @@ fn a_host_pool_that_cannot_allocate_is_no_device_oom() {
     let report = run.dir.path().join("report.html");
     run.view(&["report", "-o", report.to_str().unwrap()]);
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains("host memory, not the device&#39;s"), "the report's verdict");
+    assert!(
+        html.contains("host memory, not the device&#39;s"),
+        "the report's verdict"
+    );
 }
