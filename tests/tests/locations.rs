@@ -262,4 +262,14 @@ fn a_host_pool_that_cannot_allocate_is_no_device_oom() {
         html.contains("host memory, not the device&#39;s"),
         "the report's verdict"
     );
+    let perfetto = run.view(&["export", "--format", "perfetto"]);
+    let perfetto: Value = serde_json::from_str(&perfetto).unwrap();
+    let failed: Vec<&Value> = perfetto["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["args"]["location"], "host");
 }
