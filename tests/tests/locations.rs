@@ -255,6 +255,10 @@ fn a_host_pool_that_cannot_allocate_is_no_device_oom() {
     assert_eq!(failures[0]["verdict"], "not_device_memory");
     let text = run.view(&["oom"]);
     assert!(text.contains("of host memory, not device memory"), "{text}");
+    assert_eq!(
+        run.summary()["processes"][0]["failures"][0]["location"],
+        "host"
+    );
     let report = run.dir.path().join("report.html");
     run.view(&["report", "-o", report.to_str().unwrap()]);
     let html = std::fs::read_to_string(&report).unwrap();
