@@ -80,6 +80,21 @@ pub fn forget(pool: u64) {
     }
 }
 
+/// Destroys `pool` with `destroy` (the real call), returning its result. The pool is
+/// forgotten before the driver can give its handle to a new pool that another thread
+/// makes meanwhile, whose note would otherwise be forgotten by this destroy; a destroy
+/// that fails leaves the pool as it was noted.
+#[inline]
+pub fn destroying(pool: u64, destroy: impl FnOnce() -> i32) -> i32 {
+    let (loc, numa) = of(pool);
+    forget(pool);
+    let r = destroy();
+    if r != 0 {
+        note(pool, loc, numa);
+    }
+    r
+}
+
 /// Where memory from `pool` lives: `Device` unless a host or managed pool was noted.
 #[inline]
 pub fn of(pool: u64) -> (Location, Option<u32>) {
@@ -112,6 +127,17 @@ mod tests {
         assert_eq!(of(0x1000), (Location::Device, None));
         forget(0x2000);
         assert_eq!(of(0x2000), (Location::Device, None));
+        // A destroy that fails keeps the note; one that succeeds leaves the handle free
+        // for a new pool noted meanwhile.
+        note(0x4000, Location::Host, None);
+        assert_eq!(destroying(0x4000, || 1), 1);
+        assert_eq!(of(0x4000), (Location::Host, None));
+        let reused = destroying(0x4000, || {
+            note(0x4000, Location::Managed, None);
+            0
+        });
+        assert_eq!(reused, 0);
+        assert_eq!(of(0x4000), (Location::Managed, None));
         assert_eq!(of(0), (Location::Device, None));
     }
 }

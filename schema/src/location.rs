@@ -82,6 +82,19 @@ impl Location {
         (loc, numa)
     }
 
+    /// Where memory of `kind` that an event placed here lives, when it is not device
+    /// memory: pinned host memory (where the event said, else the host) or a managed
+    /// pool's; `None` for device memory.
+    pub fn off_device(self, kind: crate::api::Kind) -> Option<Location> {
+        use crate::api::Kind;
+        match kind {
+            Kind::Host if self == Location::Device => Some(Location::Host),
+            Kind::Host => Some(self),
+            Kind::ManagedPool => Some(Location::Managed),
+            _ => None,
+        }
+    }
+
     /// Host memory of any kind: never device memory.
     pub fn is_host(self) -> bool {
         matches!(

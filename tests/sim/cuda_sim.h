@@ -72,6 +72,8 @@ enum {
 #define CU_MEM_LOCATION_TYPE_HOST 2
 #define CU_MEM_LOCATION_TYPE_HOST_NUMA 3
 #define CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT 4
+/* CUDA 13.4: a locality domain of a device; the location's `localized` member says which. */
+#define CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN 6
 #define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
 #define CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
 #define CU_MEM_ATTACH_GLOBAL 1
@@ -100,6 +102,11 @@ typedef struct CUmemLocation_st {
     int type; /* CUmemLocationType */
     int id;
 } CUmemLocation;
+/* CUDA 13.4 makes `id` a union with `localized` {unsigned char deviceId, localityDomainId},
+ * which a DEVICE_LOCALITY_DOMAIN location sets instead (positional initialisers of the
+ * struct stay as they were here). */
+#define SIM_LOCALIZED_DEVICE(l) (((unsigned char *)&(l)->id)[0])
+#define SIM_LOCALIZED_DOMAIN(l) (((unsigned char *)&(l)->id)[1])
 
 typedef struct CUmemAllocationProp_st {
     int type;                 /* CUmemAllocationType */
@@ -181,6 +188,13 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus);
+
+/* Simulator controls, not CUDA. As the real driver may, hand out a destroyed pool's
+ * handle again for the next pool made (when set: the destroyed pool's struct is reused). */
+extern int sim_reuse_pools;
+/* Called, when set, as cuMemPoolDestroy returns, after the pool is gone: a test stands in
+ * for another thread that runs at that moment. */
+extern void (*sim_after_pool_destroy)(void);
 #endif
 
 #endif

@@ -31,15 +31,32 @@ static struct sim_pool *pools;
 
 static size_t round_up(size_t n) { return (n + SIM_GRANULARITY - 1) & ~(size_t)(SIM_GRANULARITY - 1); }
 
+CUAPI int sim_reuse_pools;
+CUAPI void (*sim_after_pool_destroy)(void);
+
+/* A destroyed pool that holds nothing, to be made again (sim_reuse_pools), or NULL. */
+static struct sim_pool *reusable_locked(void) {
+    if (!sim_reuse_pools) return NULL;
+    for (struct sim_pool *q = pools; q; q = q->next_pool)
+        if (q->destroyed && !q->used && !q->cache) return q;
+    return NULL;
+}
+
 struct sim_pool *sim_pool_new_locked(int device, int is_default) {
-    struct sim_pool *p = calloc(1, sizeof *p);
+    struct sim_pool *p = reusable_locked();
+    if (p) {
+        struct sim_pool *next = p->next_pool;
+        *p = (struct sim_pool){.next_pool = next};
+    } else {
+        p = calloc(1, sizeof *p);
+        p->next_pool = pools;
+        pools = p;
+    }
     p->device = device;
     p->loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
     p->loc_id = device;
     p->alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p->is_default = is_default;
-    p->next_pool = pools;
-    pools = p;
     return p;
 }
 
@@ -293,6 +310,7 @@ CUAPI CUresult cuMemPoolDestroy(CUmemoryPool pool) {
         forget_current_locked(p);
     }
     pthread_mutex_unlock(&sim_lock);
+    if (!r && sim_after_pool_destroy) sim_after_pool_destroy();
     return r;
 }
 

@@ -3,7 +3,8 @@
  * - cuMemAddressReserve takes address space only (PROT_NONE, NORESERVE), never capacity;
  * - cuMemCreate takes physical memory: the handle is charged against its device; with a
  *   host location (HOST, HOST_NUMA on node 0 or 1, HOST_NUMA_CURRENT) it is host memory,
- *   charged to no device (device -1);
+ *   charged to no device (device -1); on a device's locality domain (CUDA 13.4, two
+ *   domains a device) it is that device's memory;
  * - cuMemMap makes a range of a reservation accessible (mprotect); mappings do not share
  *   data with each other, which nothing here needs;
  * - physical memory goes back when the handle is released AND its last mapping is gone,
@@ -91,6 +92,12 @@ CUAPI CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, co
     case CU_MEM_LOCATION_TYPE_DEVICE:
         if (prop->location.id < 0 || prop->location.id >= sim_ndevices) return CUDA_ERROR_INVALID_VALUE;
         dev = prop->location.id;
+        break;
+    case CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN:
+        /* Two domains per device; only the two bytes of `localized` are read. */
+        if (SIM_LOCALIZED_DEVICE(&prop->location) >= sim_ndevices || SIM_LOCALIZED_DOMAIN(&prop->location) > 1)
+            return CUDA_ERROR_INVALID_VALUE;
+        dev = SIM_LOCALIZED_DEVICE(&prop->location);
         break;
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
         if (prop->location.id != 0 && prop->location.id != 1) return CUDA_ERROR_INVALID_VALUE;

@@ -87,6 +87,41 @@ fn host_and_managed_pool_memory_is_reported_by_location_never_as_device_memory()
         by_location(truth, "location_bytes_at_end")["host_numa"]
     );
 
+    // The HTML report's leaks are the same device leaks: the managed pool's 6 MiB and
+    // the host NUMA bytes left at the end are not device memory the program leaked.
+    let report = run.dir.path().join("report.html");
+    run.view(&["report", "-o", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("Nothing leaked"),
+        "the report's verdict names a leak"
+    );
+    assert!(
+        !html.contains("never freed by processes"),
+        "the report lists a leak"
+    );
+
+    // The CSV export: a free's kind is its allocation's (frees carry no location).
+    let csv = run.view(&["export", "--format", "csv"]);
+    let kinds: Vec<(&str, &str)> = csv
+        .lines()
+        .skip(1)
+        .map(|row| row.split(',').collect::<Vec<_>>())
+        .filter(|c| c[5] == "free" || c[5] == "release")
+        .map(|c| (c[4], c[6]))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("cuMemFreeAsync", "host"),
+            ("cuMemFreeAsync", "managed_pool"),
+            ("cuMemRelease", "host"),
+            ("cuMemRelease", "host"),
+            ("cuMemFreeAsync", "pool"),
+            ("cuMemRelease", "physical"),
+        ]
+    );
+
     // The text summary says each location on its own line.
     let text = run.view(&["summary"]);
     for line in [
@@ -152,4 +187,93 @@ fn locations_are_read_by_both_parsers_and_unknown_ones_are_skipped() {
         .events
         .iter()
         .all(|e| e.loc != Location::HostNumaCurrent));
+}
+
+/// Properties and locations are read only once the driver accepted them: calls it rejects
+/// before reading their pointers (here, pointers nothing may read) return its answer to
+/// the program, recorded as failed calls, and the program goes on.
+#[test]
+fn properties_the_driver_rejected_unread_are_not_read() {
+    let run = run_sim("unread_props", &[], &[], &[]);
+    assert!(
+        run.output.status.success(),
+        "{:?}: {}",
+        run.output.status,
+        run.stderr()
+    );
+    check(&run, run.truth("unread-props"), same);
+}
+
+/// `cuMemCreate` on a device's locality domain (CUDA 13.4): the location names the device
+/// in one byte of its union, not in `id`. The memory is that device's, whatever the
+/// union's other bytes hold.
+#[test]
+fn physical_memory_on_a_locality_domain_is_its_devices() {
+    let run = run_sim(
+        "locality_domain",
+        &[],
+        &[],
+        &[("VRAMTRACE_SIM_DEVICES", "2")],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("locality-domain");
+    check(&run, truth, same);
+    let trace = run.trace_for(truth);
+    let created: Vec<i32> = trace
+        .program_calls()
+        .filter(|e| e.api == Api::CuMemCreate)
+        .map(|e| e.dev)
+        .collect();
+    assert_eq!(created, [1]);
+}
+
+/// A host pool destroyed while another thread makes one that gets the same handle (the
+/// driver reuses handles): the new pool's allocations are host memory, whichever thread's
+/// hook finishes last.
+#[test]
+fn a_handle_reused_while_its_pool_is_destroyed_keeps_the_new_pools_location() {
+    let run = run_sim("pool_reuse", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.truth("pool-reuse");
+    check(&run, truth, same);
+    let (peaks, at_end) = summary_by_location(&run.summary());
+    assert_eq!(peaks, by_location(truth, "location_peak_bytes"));
+    assert_eq!(at_end, by_location(truth, "location_bytes_at_end"));
+}
+
+/// A failed allocation from a host pool is a post-mortem of host memory: `oom` says where
+/// the memory was asked for and does not judge it by the device's figures.
+#[test]
+fn a_host_pool_that_cannot_allocate_is_no_device_oom() {
+    let run = run_sim("host_pool_oom", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    check(&run, run.truth("host-pool-oom"), same);
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    let failures = oom["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{oom}");
+    assert_eq!(failures[0]["location"], "host");
+    assert_eq!(failures[0]["verdict"], "not_device_memory");
+    let text = run.view(&["oom"]);
+    assert!(text.contains("of host memory, not device memory"), "{text}");
+    assert_eq!(
+        run.summary()["processes"][0]["failures"][0]["location"],
+        "host"
+    );
+    let report = run.dir.path().join("report.html");
+    run.view(&["report", "-o", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("host memory, not the device&#39;s"),
+        "the report's verdict"
+    );
+    let perfetto = run.view(&["export", "--format", "perfetto"]);
+    let perfetto: Value = serde_json::from_str(&perfetto).unwrap();
+    let failed: Vec<&Value> = perfetto["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["args"]["location"], "host");
 }

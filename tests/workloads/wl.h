@@ -47,6 +47,15 @@
         }                                                                  \
     } while (0)
 
+/* Driver workloads (cuda_sim.h): the driver started, device 0's primary context current. */
+#define WL_PRIMARY_CONTEXT()                                               \
+    do {                                                                   \
+        CUcontext ctx_;                                                    \
+        WL_CHECK(cuInit(0));                                               \
+        WL_CHECK(cuDevicePrimaryCtxRetain(&ctx_, 0));                      \
+        WL_CHECK(cuCtxSetCurrent(ctx_));                                   \
+    } while (0)
+
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
 

@@ -26,12 +26,7 @@ impl Block {
 
     /// Where memory that is not device memory lives; `None` for device memory.
     pub fn off_device(&self) -> Option<Location> {
-        match self.kind {
-            Kind::Host if self.loc == Location::Device => Some(Location::Host),
-            Kind::Host => Some(self.loc),
-            Kind::ManagedPool => Some(Location::Managed),
-            _ => None,
-        }
+        self.loc.off_device(self.kind)
     }
 
     pub fn key(&self) -> GroupKey {

@@ -21,16 +21,22 @@ pub fn text(v: &OomView) -> String {
             .map(|r| format!(" (rank {})", t(r)))
             .unwrap_or_default();
         let _ = writeln!(o, "failure {} of {}", n + 1, v.failures.len());
+        // Host or managed pool memory is asked for while a device is current, not on it.
+        let place = match f.location {
+            Some(l) => format!(
+                "of {l} memory, not device memory (device {} current)",
+                f.device
+            ),
+            None => format!("on device {} (GPU {})", f.device, t(&f.gpu)),
+        };
         let _ = writeln!(
             o,
-            "  At {}, process {}{rank} asked {} for {} ({} bytes) on device {} (GPU {}) and got {}.",
+            "  At {}, process {}{rank} asked {} for {} ({} bytes) {place} and got {}.",
             units::when(v.start_unix_ns, f.time_ns),
             f.pid,
             f.api,
             bytes(f.requested_bytes),
             f.requested_bytes,
-            f.device,
-            t(&f.gpu),
             f.result_name
         );
         if !f.frames.is_empty() {

@@ -106,10 +106,15 @@ impl<W: Write> PerfettoWriter<W> {
         }
         if matches!(e.api.op(), Op::Alloc | Op::Create) && !e.ok() && !s.ended {
             let held = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
-            self.event(json!({"ph": "i", "s": "p", "pid": pid, "tid": e.tid, "ts": us(s.time),
+            let mut failed = json!({"ph": "i", "s": "p", "pid": pid, "tid": e.tid, "ts": us(s.time),
                 "name": format!("{} of {} failed", e.api.name(), units::bytes(e.size)),
                 "args": {"requested_bytes": e.size, "device": e.dev, "result": errors::name(e.api, e.res),
-                         "reserved_bytes": held}}))?;
+                         "reserved_bytes": held}});
+            // Host or managed pool memory: where it was asked for, as `oom` says.
+            if let Some(l) = e.loc.off_device(e.kind()) {
+                failed["args"]["location"] = l.name().into();
+            }
+            self.event(failed)?;
         }
         Ok(())
     }

@@ -167,13 +167,16 @@ pub fn text(s: &Summary) -> String {
                 (Some(free), None) => format!("; {said} {} free", units::bytes(free)),
                 _ => String::new(),
             };
+            let place = match f.location {
+                Some(l) => format!("of {l} memory"),
+                None => format!("on device {}", f.device),
+            };
             let _ = writeln!(
                 o,
-                "  FAILED at {}: {} of {} on device {} -> {}; this process held {}{driver}",
+                "  FAILED at {}: {} of {} {place} -> {}; this process held {}{driver}",
                 units::seconds(f.time_ns),
                 f.api,
                 units::bytes(f.requested_bytes),
-                f.device,
                 f.result_name,
                 units::bytes(f.reserved_bytes)
             );

@@ -145,6 +145,10 @@ pub struct Postmortem {
     pub rank: Option<String>,
     pub time_ns: u64,
     pub api: &'static str,
+    /// Where the memory asked for lives when it is not device memory (`host`,
+    /// `host_numa`, `host_numa_current`, `managed`); absent for device memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<&'static str>,
     pub device: i32,
     pub host: String,
     pub gpu: String,
@@ -232,6 +236,9 @@ pub enum Verdict {
     /// The allocator's cache held enough free bytes, but in pieces smaller than the
     /// request (from its annotations).
     Fragmentation,
+    /// The request was for host or managed pool memory (a failed `cuMemHostAlloc`, an
+    /// allocation from a host or managed pool): the device's figures do not explain it.
+    NotDeviceMemory,
 }
 
 /// The figures a verdict is made from.
@@ -295,8 +302,12 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         others: others_bytes,
         driver: driver.map(|(free, total, traced, _)| (free, total, traced)),
     };
-    let (mut verdict, untraced, estimated_free) = judge(figures);
-    if let Some(a) = f.allocator {
+    let location = f.event.loc.off_device(f.event.kind());
+    let (mut verdict, untraced, estimated_free) = match location {
+        Some(_) => (Verdict::NotDeviceMemory, None, None),
+        None => judge(figures),
+    };
+    if let Some(a) = f.allocator.filter(|_| location.is_none()) {
         if verdict != Verdict::NeverFits
             && a.cached_free_bytes >= f.requested
             && a.largest_free_block_bytes < f.requested
@@ -321,6 +332,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         rank: model.rank().map(str::to_string),
         time_ns: p.time,
         api: f.event.api.name(),
+        location: location.map(|l| l.name()),
         device: f.event.dev,
         host: id.host,
         gpu: id.gpu,

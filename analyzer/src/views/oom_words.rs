@@ -55,6 +55,10 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
             bytes(f.own),
             bytes(f.others)
         ),
+        Verdict::NotDeviceMemory => format!(
+            "The request ({}) was for memory that is not on the device (page-locked host memory, or a managed pool's), so the device's figures do not explain it: the host could not give it.",
+            bytes(f.requested)
+        ),
     }
 }
 
@@ -96,6 +100,10 @@ pub fn advice(v: Verdict) -> Vec<String> {
             "with PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids fragmented free memory",
             "allocate the largest buffers first and reuse them rather than allocating sizes that change every step",
             "check for memory taken by other programs since the last cuMemGetInfo (nvidia-smi)",
+        ],
+        Verdict::NotDeviceMemory => &[
+            "page-locked host memory comes out of the host's RAM and its locked-memory limit (ulimit -l, a container's memory limit): check both",
+            "pin less at once: smaller host staging buffers, or pageable memory where copy speed does not matter",
         ],
         Verdict::CapacityUnknown => &[
             "the largest groups above are what to free or shrink first",

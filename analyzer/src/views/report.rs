@@ -301,7 +301,9 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
                 .iter()
                 .any(|p| p.pid == pid && p.devices.iter().any(|d| d.peak_requested_bytes.is_some()))
     };
-    for g in leaks.groups.iter().filter(|g| g.kind != "host") {
+    // Device memory only, as `leaks` counts it: a managed pool's or a host pool's bytes
+    // (CUDA 13) are not device memory the process leaked.
+    for g in leaks.groups.iter().filter(|g| g.device_memory()) {
         let ending = Ending::of(s, g.pid);
         if ending != Ending::Exited {
             out.live_at_death_bytes += g.bytes;
@@ -364,15 +366,24 @@ fn verdict(
         } else {
             String::new()
         };
-        v.push(format!(
-            "Out of memory: {} of {} failed on {} at {}, {}{rank} holding {}{of}.{more}",
-            f.api,
-            bytes(f.requested_bytes),
-            gpu_label(&f.host, &f.gpu, many_hosts),
-            secs(f.time_ns),
-            super::process_name::of(s, &f.host, f.pid),
-            bytes(f.live_bytes),
-        ));
+        let who = super::process_name::of(s, &f.host, f.pid);
+        v.push(match f.location {
+            // Host or managed pool memory: no GPU ran out.
+            Some(l) => format!(
+                "Out of memory: {} of {} failed at {}, {who}{rank}: {l} memory, not the device's.{more}",
+                f.api,
+                bytes(f.requested_bytes),
+                secs(f.time_ns),
+            ),
+            None => format!(
+                "Out of memory: {} of {} failed on {} at {}, {who}{rank} holding {}{of}.{more}",
+                f.api,
+                bytes(f.requested_bytes),
+                gpu_label(&f.host, &f.gpu, many_hosts),
+                secs(f.time_ns),
+                bytes(f.live_bytes),
+            ),
+        });
     }
     // The first of equal peaks.
     if let Some(d) = s.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes) {

@@ -109,6 +109,9 @@ pub struct DeviceSummary {
 pub struct FailureSummary {
     pub time_ns: u64,
     pub api: &'static str,
+    /// Where the memory asked for lives when it is not device memory, as `oom` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<&'static str>,
     pub device: i32,
     pub requested_bytes: u64,
     pub result: i32,
@@ -285,6 +288,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
             .map(|f| FailureSummary {
                 time_ns: run.time_of(i, f.event.t),
                 api: f.event.api.name(),
+                location: f.event.loc.off_device(f.event.kind()).map(|l| l.name()),
                 device: f.event.dev,
                 requested_bytes: f.requested,
                 result: f.event.res,

@@ -60,6 +60,30 @@ pub unsafe fn props_location(props: *const c_void) -> (Location, Option<u32>) {
     location(&head.location, head.allocation_type)
 }
 
+/// `CU_MEM_LOCATION_TYPE_DEVICE`: `id` is the device ordinal.
+const LOCATION_DEVICE: c_uint = 1;
+/// `CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN` (CUDA 13.4): the id is a union whose
+/// `localized` member is two bytes, the device ordinal then the domain; the union's other
+/// bytes are whatever the program left there.
+const LOCATION_DEVICE_LOCALITY_DOMAIN: c_uint = 6;
+
+/// The device that memory made with these properties is on (`cuMemCreate`), if they name
+/// one.
+///
+/// # Safety
+/// `props` is null or points to a `CUmemAllocationProp`.
+pub unsafe fn props_device(props: *const c_void) -> Option<i32> {
+    if props.is_null() {
+        return None;
+    }
+    let l = std::ptr::read_unaligned(props.cast::<PropsHead>()).location;
+    match l.kind {
+        LOCATION_DEVICE => Some(l.id),
+        LOCATION_DEVICE_LOCALITY_DOMAIN => Some(i32::from(l.id.to_ne_bytes()[0])),
+        _ => None,
+    }
+}
+
 macro_rules! get_pool {
     ($name:ident, $api:ident, $missing:expr) => {
         #[cfg_attr(not(test), no_mangle)]
@@ -112,3 +136,32 @@ get_pool!(
     CudaMemGetMemPool,
     CUDA_ERROR_INITIALIZATION
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(kind: c_uint, id: c_int) -> PropsHead {
+        PropsHead {
+            allocation_type: 1,
+            handle_types: 0,
+            location: MemLocation { kind, id },
+        }
+    }
+
+    #[test]
+    fn the_device_of_a_device_or_a_locality_domain_location() {
+        let device = |h: &PropsHead| unsafe { props_device((h as *const PropsHead).cast()) };
+        assert_eq!(device(&head(LOCATION_DEVICE, 3)), Some(3));
+        // Device 1, domain 1, and two bytes the program never set.
+        let localized = i32::from_ne_bytes([1, 1, 0x5a, 0x5a]);
+        assert_eq!(
+            device(&head(LOCATION_DEVICE_LOCALITY_DOMAIN, localized)),
+            Some(1)
+        );
+        for host in [2, 3, 4] {
+            assert_eq!(device(&head(host, 1)), None);
+        }
+        assert_eq!(unsafe { props_device(std::ptr::null()) }, None);
+    }
+}

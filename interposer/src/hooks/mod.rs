@@ -34,6 +34,8 @@ pub mod driver {
 pub const CUDA_ERROR_NOT_INITIALIZED: i32 = 3;
 /// `cudaErrorInitializationError`, the runtime's equivalent.
 pub const CUDA_ERROR_INITIALIZATION: i32 = 3;
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
 
 /// The real function of a slot as a typed pointer, or `None`.
 macro_rules! real {

@@ -114,10 +114,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
-    let r = real(pool);
-    if r == 0 {
-        pool_locations::forget(pool as u64);
-    }
+    let r = pool_locations::destroying(pool as u64, || real(pool));
     call.finish(Api::CuMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }

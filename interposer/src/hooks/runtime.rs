@@ -166,10 +166,7 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
-    let r = real(pool);
-    if r == 0 {
-        crate::pool_locations::forget(pool as u64);
-    }
+    let r = crate::pool_locations::destroying(pool as u64, || real(pool));
     call.finish(Api::CudaMemPoolDestroy, r, |e| e.pool = Some(pool as u64));
     r
 }

@@ -4,14 +4,14 @@
 //! released and its last mapping is gone; the analyzer follows that from these events.
 #![allow(non_snake_case)]
 
-use super::mempool::props_location;
-use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use super::mempool::{props_device, props_location};
+use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_OUT_OF_MEMORY};
 use crate::stack::here;
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
 };
 use std::ffi::{c_int, c_ulonglong};
-use vramtrace_schema::{Api, Location};
+use vramtrace_schema::Api;
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAddressReserve(
@@ -64,15 +64,19 @@ pub unsafe extern "C" fn cuMemCreate(
     call.finish(Api::CuMemCreate, r, |e| {
         e.handle = Some(out(r, handle));
         e.size = size as u64;
-        if !prop.is_null() {
+        // Read only once the driver read them: it rejects some calls (a size that is no
+        // multiple of the granularity, no context) before it looks at the properties, and
+        // then the pointer may be anything. An allocation that failed for want of memory
+        // was placed first, so its location is known to be readable.
+        if !prop.is_null() && (r == 0 || r == CUDA_ERROR_OUT_OF_MEMORY) {
             // Read as plain integers (props_location): the struct's enum fields are not
             // touched, so a location type newer than cudarc's enum is no undefined value.
             (e.loc, e.numa) = props_location(prop.cast());
-            if e.loc == Location::Device {
-                // The memory is on the device the properties name, whatever context is
-                // current. Host memory keeps the calling thread's device, as pinned host
-                // memory does.
-                e.dev = std::ptr::read_unaligned(std::ptr::addr_of!((*prop).location.id));
+            // The memory is on the device the properties name (as an ordinal, or in a
+            // locality domain's two bytes), whatever context is current. Host memory keeps
+            // the calling thread's device, as pinned host memory does.
+            if let Some(dev) = props_device(prop.cast()) {
+                e.dev = dev;
             }
         }
     });
