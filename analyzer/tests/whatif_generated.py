@@ -14,6 +14,7 @@ class H:
     def __init__(self, settings=None):
         self.trace, self.segs, self.live, self.settings = [], {}, {}, settings
         self.maps = []
+        self.pools = {}
     def seg(self, addr, size, stream=0):
         self.trace.append(e('segment_alloc', addr, size, stream))
         self.segs[addr] = (size, stream)
@@ -73,7 +74,7 @@ class H:
                 blocks.append({'address': at, 'size': addr + size - at, 'requested_size': 0, 'state': 'inactive', 'frames': []})
             kind = expandable.get(addr, 'small' if size == 2 * MIB else 'large')
             segments.append({'device': 0, 'address': addr, 'total_size': size, 'stream': stream,
-                             'segment_type': kind, 'segment_pool_id': (0, 0),
+                             'segment_type': kind, 'segment_pool_id': self.pools.get(addr, (0, 0)),
                              'is_expandable': addr in expandable, 'frames': [], 'blocks': blocks})
         for a, s, st, k in runs:
             del self.segs[a]
@@ -276,6 +277,15 @@ h = H()
 h.seg(A, 2 * MIB); h.alloc(A, 100, 512)
 h.live.clear()
 h.dump('inconsistent')
+
+# A private pool (a CUDA graph's, or torch.cuda.MemPool's): its segment, named by the
+# final segments' segment_pool_id, serves a request the model does not replay.
+h = H()
+h.seg(A, 2 * MIB); h.alloc(A, 100, 512)
+h.seg(L1, 20 * MIB); h.pools[L1] = (1, 0)
+h.alloc(L1, 5 * MIB, 5 * MIB)
+h.dump('private_pool')
+expected['private_pool'] = {'stopped_at_entry': 3}
 
 with open(f'{out}/expected.json', 'w') as f:
     json.dump(expected, f)

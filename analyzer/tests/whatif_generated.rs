@@ -389,3 +389,27 @@ fn a_trace_that_disagrees_with_its_segments_is_an_error_naming_the_file_and_entr
         "{err}"
     );
 }
+
+/// private_pool.pickle: the final segments name a private pool; the replay stops at the
+/// request recorded in it, and says why, rather than drift.
+#[test]
+fn a_snapshots_private_pool_segment_stops_the_replay_at_its_request() {
+    let dir = generate();
+    let path = dir.path().join("private_pool.pickle");
+    let (json, _, stderr) = common::json_view(&["whatif", "--json", path.to_str().unwrap()]);
+    let text = json.to_string();
+    assert!(text.contains("private pool (1, 0)"), "{stderr}: {json}");
+    let (_, h) = load(dir.path(), "private_pool");
+    assert_eq!(h.private.len(), 1);
+    let o = replay(&h, &h.settings, Driver::Recorded, true).unwrap();
+    let stop = o.not_modelled.as_ref().expect("the replay stops");
+    assert_eq!(
+        stop.entry as u64,
+        expected(dir.path())["private_pool"]["stopped_at_entry"]
+            .as_u64()
+            .unwrap(),
+        "{}",
+        stop.message
+    );
+    assert_eq!(o.drift, None);
+}

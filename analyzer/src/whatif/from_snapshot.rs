@@ -3,7 +3,7 @@
 //! snapshot's final segments.
 
 use super::allocator::{StartBlock, StartSegment};
-use super::input::{Event, History, Span};
+use super::input::{Event, History, PrivateSegment, Span};
 use super::settings::Settings;
 use super::sizes::{pool_of_segment, round_size, should_split};
 use crate::snapshot::{Action, BlockState, DeviceSnapshot, Snapshot, TraceEntry};
@@ -63,6 +63,21 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
         settings: settings.clone(),
         ..Default::default()
     };
+    // Only the final segments name their pool: a private pool's segment freed inside the
+    // history is not known as one.
+    h.private = d
+        .segments
+        .iter()
+        .filter_map(|s| {
+            let pool = s.segment_pool_id.filter(|&id| id != (0, 0))?;
+            Some(PrivateSegment {
+                addr: s.address,
+                size: s.total_size,
+                pool,
+            })
+        })
+        .collect();
+    h.private.sort_by_key(|s| s.addr);
     for (i, e) in d.trace.iter().enumerate() {
         if e.size > MAX_SIZE || e.addr > u64::MAX - MAX_SIZE {
             return Err(format!(
