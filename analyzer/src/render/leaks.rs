@@ -65,7 +65,7 @@ fn tensors(o: &mut String, v: &Leaks, limit: usize) {
 fn table(o: &mut String, groups: &[LeakGroup], limit: usize) {
     let _ = writeln!(
         o,
-        "  {:>12}  {:>6}  {:>8}  {:>6}  {:<8}  {:>19}  api",
+        "  {:>12}  {:>6}  {:>8}  {:>6}  {:<8}  {:>19}  who allocated",
         "bytes", "blocks", "pid", "device", "kind", "allocated (s)"
     );
     for g in groups.iter().take(limit) {

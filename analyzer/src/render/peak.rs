@@ -52,7 +52,7 @@ pub fn text(v: &PeakView, limit: usize) -> String {
         }
         let _ = writeln!(
             o,
-            "  {:>12}  {:>6}  {:>8}  {:>6}  api",
+            "  {:>12}  {:>6}  {:>8}  {:>6}  who allocated",
             "bytes", "blocks", "pid", "device"
         );
         for g in d.groups.iter().take(limit) {

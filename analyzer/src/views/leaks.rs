@@ -63,7 +63,7 @@ pub struct LeakGroup {
 impl LeakGroup {
     /// `api <- f (file:line) <- ...`: who allocated, for one line of text.
     pub fn who(&self) -> String {
-        format!("{}{}", self.api, stacks::inline(&self.frames))
+        stacks::who(self.api, &self.frames)
     }
 }
 

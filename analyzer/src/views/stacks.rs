@@ -122,6 +122,19 @@ pub fn inline(frames: &[ShownFrame]) -> String {
     out
 }
 
+/// Who allocated, for one line of text: `api <- f (file:line) <- ...`. A tensor (a block
+/// an allocator reported, or a PyTorch snapshot's) is named by its stack alone: the
+/// annotation's name says nothing to the person reading.
+pub fn who(api: &str, frames: &[ShownFrame]) -> String {
+    if api != vramtrace_schema::Api::VramtraceBlockAlloc.name() {
+        return format!("{api}{}", inline(frames));
+    }
+    match inline(frames).strip_prefix(" <- ") {
+        Some(stack) => stack.to_string(),
+        None => "(tensor without a stack: allocated before the recorded history, or its stack was not recorded)".into(),
+    }
+}
+
 /// `outer;...;inner`: the stack for folded-stack text (flamegraphs), outermost first.
 pub fn folded(frames: &[ShownFrame]) -> String {
     frames
