@@ -128,7 +128,7 @@ pub(super) struct Column {
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {
-    let src = crate::whatif::source::open(&args.path)?;
+    let src = crate::whatif::source::open(&args.path, args.output.is_some())?;
     for p in &src.problems {
         eprintln!("vramtrace: {}", crate::render::escape::terminal(p));
     }

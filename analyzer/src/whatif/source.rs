@@ -5,6 +5,7 @@
 use super::device_layer::{outside, Outside};
 use super::from_snapshot::{histories, infer_expandable};
 use super::{from_trace, run_dir, History, Settings};
+use crate::snapshot::read::read_snapshot_without_history_frames;
 use crate::snapshot::{read_snapshot, DeviceSnapshot, Snapshot};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,11 +25,13 @@ pub struct Source {
     pub problems: Vec<String>,
 }
 
-pub fn open(path: &Path) -> Result<Source, String> {
+/// `frames`: keep the history's frames (only `-o` writes them; a history of millions of
+/// entries takes gigabytes with them).
+pub fn open(path: &Path, frames: bool) -> Result<Source, String> {
     if path.is_dir() {
         if let Some(run) = run_dir::resolve(path)? {
             let layer = outside(path, run.host.as_deref(), run.pid)?;
-            return snapshot(&run.snapshot, run.alloc_conf, layer);
+            return snapshot(&run.snapshot, run.alloc_conf, layer, frames);
         }
         // No hook snapshot: the one trace of an annotating allocator's process, if that.
         let traces: Vec<PathBuf> = crate::input::trace_files(&[path.to_path_buf()])?
@@ -45,7 +48,7 @@ pub fn open(path: &Path) -> Result<Source, String> {
         };
     }
     if crate::input::is_snapshot(path) {
-        return snapshot(path, None, BTreeMap::new());
+        return snapshot(path, None, BTreeMap::new(), frames);
     }
     trace(path)
 }
@@ -84,8 +87,13 @@ fn snapshot(
     path: &Path,
     alloc_conf: Option<String>,
     layer: BTreeMap<i64, Outside>,
+    frames: bool,
 ) -> Result<Source, String> {
-    let snap = read_snapshot(path)?;
+    let snap = if frames {
+        read_snapshot(path)?
+    } else {
+        read_snapshot_without_history_frames(path)?
+    };
     let name = path.display().to_string();
     let mut recorded = Settings::from_recorded(snap.allocator_settings.as_ref())
         .map_err(|e| format!("{name}: {e}"))?;
