@@ -118,3 +118,24 @@ fn an_old_name_still_joins_by_pid() {
     let (timeline, _, _) = json_view(&["timeline", "--json", d.to_str().unwrap()]);
     assert_eq!(allocated_bytes(&timeline, "0"), Some(MIB));
 }
+
+/// A snapshot whose history ends before the only process of its host and pid began (a
+/// process of another run) joins nobody, and a note says its tensors are left out.
+#[test]
+fn a_snapshot_older_than_its_process_is_left_out_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    trace(d, "vramtrace-h1-42.jsonl", "h1", S, "0");
+    snapshot(
+        &d.join("torch-snapshot-h1-42.pickle"),
+        MIB,
+        UNIX0 + 100 * MS,
+    );
+    let (timeline, code, stderr) = json_view(&["timeline", "--json", d.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(allocated_bytes(&timeline, "0"), None, "{timeline}");
+    assert!(
+        stderr.contains("its history ends before") && stderr.contains("left out"),
+        "{stderr}"
+    );
+}
