@@ -67,7 +67,7 @@ def row(what, theirs, ours):
     print("  %-34s %16s %16s %14s" % (what, theirs, ours, diff))
 print("  %-34s %16s %16s %14s" % ("", "program says", "vramtrace", "difference"))
 row("peak reserved (max_memory_reserved)", own["max_memory_reserved"], d.get("peak_reserved_bytes"))
-row("peak allocated (max_memory_allocated)", own["max_memory_allocated"], series_max("allocated_pytorch"))
+row("peak allocated (max_memory_allocated)", own["max_memory_allocated"], series_max("allocated"))
 row("device, this process (nvidia-smi)", own.get("nvidia_smi_used_bytes"), series_max("device"))
 row("reserved at end (memory_reserved)", own["memory_reserved_at_end"], d.get("reserved_bytes_at_end"))
 print("  events %d, failed allocations %d (the program caught %d)" % (

@@ -50,22 +50,25 @@ fn trace(dir: &Path, name: &str, host: &str, start: u64, rank: &str) {
     );
 }
 
-/// The most bytes the snapshot series of `rank` shows.
-fn pytorch_bytes(timeline: &Value, rank: &str) -> Option<u64> {
-    timeline["series"]
+/// The most bytes the allocated series of `rank` shows (the snapshot's tensors: these
+/// traces annotate no block), which must be its only series of tensors.
+fn allocated_bytes(timeline: &Value, rank: &str) -> Option<u64> {
+    let tensors: Vec<&Value> = timeline["series"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["layer"] == "allocated_pytorch" && s["rank"] == rank)
-        .map(|s| {
-            s["points"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p["max_bytes"].as_u64().unwrap())
-                .max()
-                .unwrap()
-        })
+        .filter(|s| s["rank"] == rank && s["layer"].as_str().unwrap().contains("allocated"))
+        .collect();
+    assert!(tensors.len() <= 1, "one series of tensors: {timeline}");
+    tensors.first().map(|s| {
+        s["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["max_bytes"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    })
 }
 
 #[test]
@@ -92,10 +95,14 @@ fn each_snapshot_joins_its_own_hosts_process() {
     );
     let (timeline, code, stderr) = json_view(&["timeline", "--json", d.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert_eq!(pytorch_bytes(&timeline, "0"), Some(MIB), "h1's first image");
-    assert_eq!(pytorch_bytes(&timeline, "1"), Some(2 * MIB), "h2's");
     assert_eq!(
-        pytorch_bytes(&timeline, "2"),
+        allocated_bytes(&timeline, "0"),
+        Some(MIB),
+        "h1's first image"
+    );
+    assert_eq!(allocated_bytes(&timeline, "1"), Some(2 * MIB), "h2's");
+    assert_eq!(
+        allocated_bytes(&timeline, "2"),
         Some(3 * MIB),
         "h1's exec'd image"
     );
@@ -109,5 +116,26 @@ fn an_old_name_still_joins_by_pid() {
     trace(d, "vramtrace-h1-42.jsonl", "h1", 0, "0");
     snapshot(&d.join("torch-snapshot-42.pickle"), MIB, UNIX0 + 100 * MS);
     let (timeline, _, _) = json_view(&["timeline", "--json", d.to_str().unwrap()]);
-    assert_eq!(pytorch_bytes(&timeline, "0"), Some(MIB));
+    assert_eq!(allocated_bytes(&timeline, "0"), Some(MIB));
+}
+
+/// A snapshot whose history ends before the only process of its host and pid began (a
+/// process of another run) joins nobody, and a note says its tensors are left out.
+#[test]
+fn a_snapshot_older_than_its_process_is_left_out_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    trace(d, "vramtrace-h1-42.jsonl", "h1", S, "0");
+    snapshot(
+        &d.join("torch-snapshot-h1-42.pickle"),
+        MIB,
+        UNIX0 + 100 * MS,
+    );
+    let (timeline, code, stderr) = json_view(&["timeline", "--json", d.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(allocated_bytes(&timeline, "0"), None, "{timeline}");
+    assert!(
+        stderr.contains("its history ends before") && stderr.contains("left out"),
+        "{stderr}"
+    );
 }

@@ -273,8 +273,29 @@ fn timeline_shows_device_reserved_and_allocated_together() {
     assert_eq!(series("device").0, reserved + CONTEXT_BYTES);
 }
 
+/// The points of the timeline's one series of tensors, which must be the `allocated`
+/// series of process `pid` (a second series of the same tensors would fail here), and its
+/// most bytes.
+fn tensor_series(timeline: &Value, pid: u32) -> (&Vec<Value>, Option<u64>) {
+    let tensors: Vec<&Value> = timeline["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["layer"].as_str().unwrap().contains("allocated"))
+        .collect();
+    assert_eq!(tensors.len(), 1, "one series of tensors: {timeline}");
+    assert_eq!(tensors[0]["layer"], "allocated");
+    assert_eq!(tensors[0]["pid"].as_u64(), Some(pid as u64));
+    let points = tensors[0]["points"].as_array().unwrap();
+    let most = points
+        .iter()
+        .map(|p| p["max_bytes"].as_u64().unwrap())
+        .max();
+    (points, most)
+}
+
 #[test]
-fn a_pytorch_snapshot_beside_the_traces_joins_the_timeline() {
+fn a_pytorch_snapshot_beside_an_annotating_process_is_not_counted_twice() {
     let run = pool_run(&[]);
     let header = &run.traces[0].header;
     // PyTorch's history, as its hook would dump it beside the trace: 4 MiB and 6 MiB
@@ -309,28 +330,32 @@ pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1],
         .unwrap()
         .success();
     assert!(ok);
-    let timeline: Value =
-        serde_json::from_str(&run.view(&["timeline", "--json", "--resolution", "5ms"])).unwrap();
-    let s = timeline["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["layer"] == "allocated_pytorch")
-        .expect("the snapshot's series");
-    assert_eq!(s["pid"].as_u64(), Some(header.pid as u64));
-    let points = s["points"].as_array().unwrap();
-    let at = |ms: u64| {
-        points
-            .iter()
-            .find(|p| p["time_ns"].as_u64() == Some(ms * 1_000_000))
-            .unwrap()
-    };
-    assert_eq!(at(10)["live_bytes"].as_u64(), Some(4 << 20));
-    assert_eq!(at(20)["live_bytes"].as_u64(), Some(10 << 20));
-    assert_eq!(at(30)["live_bytes"].as_u64(), Some(6 << 20));
-    // This process's allocator annotates its own blocks: the snapshot's tensors do not
-    // join its allocated layer as well (its 6 MiB never freed would show as a leak).
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(["timeline", "--json", "--resolution", "5ms"])
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let timeline: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // This process's allocator annotates its own blocks, from its first milliseconds: its
+    // one series of tensors is the pool's, as it printed them, and the snapshot's tensors
+    // (joining no more) are neither drawn beside them nor added to them; a note says so.
+    let (points, most) = tensor_series(&timeline, header.pid);
     let pool = run.printed("VRAMTRACE_POOL ");
+    assert_eq!(most, pool["allocated_peak"].as_u64(), "{timeline}");
+    assert_eq!(
+        points.last().unwrap()["live_bytes"],
+        pool["allocated_end"],
+        "{timeline}"
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(
+            "its allocator annotates its own blocks: the tensors of its PyTorch snapshot leave the allocated layer"
+        ),
+        "{said}"
+    );
+    // Nor do they join its other views (its 6 MiB never freed would show as a leak).
     let leaks: Value = serde_json::from_str(&run.view(&["leaks", "--json"])).unwrap();
     assert_eq!(leaks["leaked_tensor_bytes"], pool["requested_end"]);
     let peak: Value = serde_json::from_str(&run.view(&["peak", "--json"])).unwrap();
@@ -533,7 +558,7 @@ fn every_view_answers_at_the_layer_asked() {
 
     // timeline: one layer's series only.
     for (layer, names) in [
-        ("allocated", &["allocated", "allocated_pytorch"][..]),
+        ("allocated", &["allocated"][..]),
         ("reserved", &["reserved"][..]),
     ] {
         let t = json(&["timeline", "--json", "--layer", layer]);
@@ -713,6 +738,31 @@ print(json.dumps({"peak": peak, "function": top[0], "function_bytes": top[1],
     }
     assert!(!by.is_empty(), "tensors were alive at the failure: {f}");
     assert_eq!(Value::Object(by), truth["at_failure"], "{f}");
+
+    // timeline: the tensors are the process's one allocated series, counted once (not a
+    // second series beside it, nor summed into it), whose most is the replay's peak.
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    let (_, most) = tensor_series(&timeline, trace.header.pid);
+    assert_eq!(most, truth["peak"].as_u64(), "{timeline}");
+    // A pack of the run gives the same timeline: its snapshot joins the same way.
+    let out = tempfile::tempdir().unwrap();
+    let pack = out.path().join("run.vtpack");
+    let packed = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(["pack", "-o"])
+        .arg(&pack)
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    assert!(packed.status.success(), "{packed:?}");
+    let from_pack = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .args(["timeline", "--json"])
+        .arg(&pack)
+        .output()
+        .unwrap();
+    assert!(from_pack.status.success(), "{from_pack:?}");
+    let from_pack: Value = serde_json::from_slice(&from_pack.stdout).unwrap();
+    assert_eq!(from_pack, timeline);
+
     // The history's clock is the trace's (to the microsecond): the segments both saw
     // agree, so nothing is said about it.
     let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())

@@ -223,7 +223,8 @@ fn a_caching_allocator_run_shows_its_markers_layers_and_leaked_tensors() {
 }
 
 /// A run with PyTorch's snapshot beside its trace (as the startup hook writes it): the
-/// snapshot's allocated bytes join the plot on the run's clock, and the hover reads them.
+/// snapshot's tensors are the process's allocated line, on the run's clock, and the hover
+/// reads them.
 #[test]
 fn a_snapshot_beside_the_trace_joins_the_reports_plot() {
     let Some(browser) = browser() else {
@@ -257,10 +258,12 @@ pickle.dump({"segments": [segment], "device_traces": [[alloc]]}, open(sys.argv[1
     let c = check(browser, &report(&run), "demo-with-snapshot");
     assert_first_screen_and_interaction(&c, 1);
     let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
-    let pytorch = format!("allocated (PyTorch), pid {} 512.0 MiB", header.pid);
-    assert!(hover.contains(&pytorch), "{pytorch} in {hover}");
+    // The demo annotates no block: its allocated line is the snapshot's tensors, once.
+    let tensors = format!("allocated, pid {} 512.0 MiB", header.pid);
+    assert!(hover.contains(&tensors), "{tensors} in {hover}");
     assert!(
-        c.dom.contains("allocated (PyTorch), pid"),
-        "the legend names it"
+        !hover.contains("PyTorch"),
+        "no second line of the same tensors: {hover}"
     );
+    assert!(c.dom.contains("allocated, pid"), "the legend names it");
 }

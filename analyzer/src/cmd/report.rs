@@ -41,7 +41,6 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
         Err(code) => return Ok(code),
     };
     let summary = summary::build(&run);
-    timeline.merge_snapshots(&run, &args.paths);
     let timeline = timeline.finish(&run);
     let oom = oom.finish(&run);
     let leaks = leaks::build(&run);

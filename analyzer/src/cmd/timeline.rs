@@ -50,7 +50,6 @@ pub fn timeline(args: TimelineArgs) -> Result<i32, String> {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };
-    builder.merge_snapshots(&run, &args.paths);
     common::warn_no_tensors(&run, args.layer);
     let mut view = builder.finish(&run);
     if let Some(layer) = args.layer {

@@ -45,7 +45,6 @@ pub fn color(line: &Line, i: usize) -> &'static str {
 pub fn name(line: &Line) -> String {
     let layer = match line.layer {
         "device" => "device (NVML)",
-        "allocated_pytorch" => "allocated (PyTorch)",
         other => other,
     };
     if line.who == "all processes" {

@@ -152,9 +152,17 @@ pub fn hook_snapshots(
         let Some(p) = owner_of(processes, &file, Some(last_ns / 1000)) else {
             continue;
         };
+        if !traced(&processes[p]) {
+            continue;
+        }
         // Its history must reach into the process's life: a process of another run with
         // the same pid is not its writer.
-        if !traced(&processes[p]) || processes[p].header.start_unix_ns > last_ns {
+        if processes[p].header.start_unix_ns > last_ns {
+            notes.push(format!(
+                "note: {}: its history ends before {} began (another run of the same pid?): its tensors are left out of the allocated layer",
+                file.path.display(),
+                processes[p].path.display()
+            ));
             continue;
         }
         let shift = snap.header.start_unix_ns as i128 - processes[p].header.start_unix_ns as i128;

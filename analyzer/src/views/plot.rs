@@ -45,8 +45,8 @@ pub struct DevicePlot {
 
 #[derive(Serialize, Clone, Debug)]
 pub struct Line {
-    /// `device`, `reserved`, `allocated` (annotations), `allocated_pytorch` (a snapshot
-    /// beside the traces), `cached_free`.
+    /// `device`, `reserved`, `allocated` (annotated blocks, or a PyTorch snapshot's
+    /// tensors), `cached_free`.
     pub layer: &'static str,
     /// `all processes`, or `pid N` / `pid N rank R` / a snapshot's file name.
     pub who: String,
@@ -67,7 +67,7 @@ pub struct FailureMark {
 /// The layers a plot shows, in drawing order; fragmentation's details stay in the JSON
 /// and CSV.
 fn shown(layer: &str) -> Option<usize> {
-    ["device", "reserved", "allocated_pytorch", "allocated"]
+    ["device", "reserved", "allocated"]
         .iter()
         .position(|l| *l == layer)
 }

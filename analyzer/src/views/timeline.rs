@@ -32,9 +32,6 @@ pub enum Layer {
     CachedFree,
     /// This process's memory as NVML reports it (what nvidia-smi shows).
     Device,
-    /// What PyTorch's own memory history says was in use (requested bytes), from a
-    /// snapshot beside the traces.
-    PytorchAllocated,
     /// Internal fragmentation: bytes of handed-out blocks beyond what was requested.
     InternalFree,
     /// External fragmentation: the largest free piece of reserved memory between blocks,
@@ -50,7 +47,6 @@ impl Layer {
             Layer::Allocated => "allocated",
             Layer::CachedFree => "cached_free",
             Layer::Device => "device",
-            Layer::PytorchAllocated => "allocated_pytorch",
             Layer::InternalFree => "internal_free",
             Layer::LargestFreeBlock => "largest_free_block",
             Layer::FreeBlocks => "free_blocks",
@@ -241,48 +237,6 @@ impl TimelineBuilder {
         }
     }
 
-    /// Adds, for each PyTorch snapshot beside the traces (as `vramtrace run`'s hook writes
-    /// them, matched to their process by [`super::snapshots_beside`]), the bytes its memory
-    /// history says were in use, on the run's clock: one timeline shows device, reserved
-    /// and allocated together. A snapshot is read through the same model as every
-    /// snapshot; one that cannot be read is reported and left out.
-    pub fn merge_snapshots(&mut self, run: &Run, paths: &[std::path::PathBuf]) {
-        for file in super::snapshots_beside::snapshots_beside(paths) {
-            if !run.processes.iter().any(|m| m.header.pid == file.pid) {
-                continue;
-            }
-            let all_frames = super::stacks::all_frames();
-            let mut snap =
-                match crate::snapshot::events::SnapshotEvents::open(&file.path, all_frames) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let e = crate::render::escape::terminal(&e);
-                        eprintln!("vramtrace: {e} (snapshot left out of the timeline)");
-                        continue;
-                    }
-                };
-            let origin = snap.header.start_unix_ns;
-            let mut model = crate::model::ProcessModel::new(file.path.clone(), snap.header.clone());
-            // (device, wall clock ns, live tensor bytes) at each change.
-            let mut changes: Vec<(i32, u64, u64)> = Vec::new();
-            while let Some(e) = snap.next_event() {
-                model.apply(&e);
-                for c in model.tensor_changes() {
-                    let live = model.layers.tensors.get(&c.dev).map_or(0, |t| t.reserved);
-                    changes.push((c.dev, origin.saturating_add(e.t), live));
-                }
-            }
-            let last_us = changes.iter().map(|c| c.1 / 1000).max();
-            let Some(p) = super::snapshots_beside::owner(run, &file, last_us) else {
-                continue;
-            };
-            for (dev, wall_ns, live) in changes {
-                let time = wall_ns.saturating_sub(run.start_unix_ns);
-                self.record(Key::Layer(p, dev, Layer::PytorchAllocated), time, live);
-            }
-        }
-    }
-
     /// The view, with every series running to the run's last event.
     pub fn finish(mut self, run: &Run) -> Timeline {
         // The largest free block as the run ended (buckets take it at their first change).
@@ -354,12 +308,12 @@ impl TimelineBuilder {
 
 impl Timeline {
     /// Keeps the series of one layer (`--layer`): `allocated` keeps the tensors' series
-    /// (`allocated`, and `allocated_pytorch` from a snapshot beside the traces),
+    /// (annotated blocks, and a hook snapshot's tensors, which the replay gives as one),
     /// `reserved` the reserved bytes'. Without it every layer is kept, each series naming
     /// its own.
     pub fn keep_layer(&mut self, layer: super::layer::Layer) {
         let keep: &[&str] = match layer {
-            super::layer::Layer::Allocated => &["allocated", "allocated_pytorch"],
+            super::layer::Layer::Allocated => &["allocated"],
             super::layer::Layer::Reserved => &["reserved"],
         };
         self.series.retain(|s| keep.contains(&s.layer));
@@ -417,7 +371,7 @@ pub struct TimelineSeries {
     /// `"run"`: every process on the device summed; `"process"`: one process's ordinal.
     pub scope: &'static str,
     /// `"reserved"` (device memory held from the driver); for a process also `"allocated"`
-    /// (annotated blocks), `"cached_free"` (reserved minus allocated) and `"device"` (NVML).
+    /// (annotated blocks, or the tensors of a PyTorch snapshot), `"cached_free"` (reserved minus allocated) and `"device"` (NVML).
     pub layer: &'static str,
     pub pid: Option<u32>,
     pub rank: Option<String>,
