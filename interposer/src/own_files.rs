@@ -180,8 +180,10 @@ fn in_own_table(path: &str, directory: bool, max: usize) -> Option<Vec<u8>> {
         len: -1,
     };
     // The child's stack, in this frame: with CLONE_VFORK this thread sleeps until the
-    // child has exited, below this frame. u128: the ABI's 16-byte alignment.
-    let mut stack = [0u128; 2048];
+    // child has exited, below this frame. u128: the ABI's 16-byte alignment. 8 KiB: the
+    // child makes a few system calls, and a hook at the queue's bound may run on a
+    // program thread with a small stack.
+    let mut stack = [0u128; 512];
     // SAFETY: sigset_t is plain data; the mask is restored below. Every signal blocked:
     // no handler of the program's runs in the child.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
