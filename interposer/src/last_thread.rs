@@ -1,10 +1,10 @@
 //! A program that ends its `main` with `pthread_exit` ends when its last thread does:
 //! glibc's thread start routine calls `exit(0)` when it sees the thread count reach zero.
 //! vramtrace's own threads count there too, so with them the count never reaches zero
-//! and the process lived on. The writer thread asks, at most every [`CHECK_EVERY_NS`],
-//! (`VRAMTRACE_THREAD_CHECK_MS`, for tests) whether any thread of the program is still alive, and when none is, ends the process
-//! the way glibc would: `exit(0)`, which runs the program's exit handlers and writes the
-//! trace's end record.
+//! and the process lived on. The writer thread asks, at most every [`CHECK_EVERY_NS`]
+//! (less with `VRAMTRACE_THREAD_CHECK_MS`, for tests), whether any thread of the program
+//! is still alive, and when none is, ends the process the way glibc would: `exit(0)`,
+//! which runs the program's exit handlers and writes the trace's end record.
 
 use crate::{clock, own_files, settings, thread};
 use std::sync::atomic::{AtomicU64, Ordering};
