@@ -104,7 +104,8 @@ fn writer_runnable() -> bool {
     if tid == 0 {
         return false;
     }
-    let stat = std::fs::read(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    let path = format!("/proc/self/task/{tid}/stat");
+    let stat = crate::own_files::read(&path, crate::last_thread::STAT_MAX).unwrap_or_default();
     crate::last_thread::state(&stat) == Some(b'R')
 }
 

@@ -1,21 +1,26 @@
 //! A program that ends its `main` with `pthread_exit` ends when its last thread does:
 //! glibc's thread start routine calls `exit(0)` when it sees the thread count reach zero.
 //! vramtrace's own threads count there too, so with them the count never reaches zero
-//! and the process lived on. The writer thread asks, at most every [`CHECK_EVERY_NS`],
-//! whether any thread of the program is still alive, and when none is, ends the process
-//! the way glibc would: `exit(0)`, which runs the program's exit handlers and writes the
-//! trace's end record.
+//! and the process lived on. The writer thread asks, at most every [`CHECK_EVERY_NS`]
+//! (less with `VRAMTRACE_THREAD_CHECK_MS`, for tests), whether any thread of the program
+//! is still alive, and when none is, ends the process the way glibc would: `exit(0)`,
+//! which runs the program's exit handlers and writes the trace's end record.
 
-use crate::{clock, thread};
+use crate::{clock, own_files, settings, thread};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const CHECK_EVERY_NS: u64 = 50_000_000;
+/// The default of [`settings::Settings::thread_check_ns`].
+pub const CHECK_EVERY_NS: u64 = 50_000_000;
+/// The most bytes read of a `stat` file: a line of a few hundred.
+pub const STAT_MAX: usize = 64 * 1024;
+/// The most bytes of `/proc/self/task` records read: some 10,000 threads.
+const TASKS_MAX: usize = 256 * 1024;
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 
 /// From the writer thread: ends the process if the program has no thread left.
 pub fn exit_if_alone() {
     let now = clock::monotonic_ns();
-    if now.saturating_sub(LAST_CHECK_NS.load(Ordering::Relaxed)) < CHECK_EVERY_NS {
+    if now.saturating_sub(LAST_CHECK_NS.load(Ordering::Relaxed)) < settings::get().thread_check_ns {
         return;
     }
     LAST_CHECK_NS.store(now, Ordering::Relaxed);
@@ -35,32 +40,29 @@ fn program_threads_left() -> bool {
         Some(n) if n <= thread::ours() + 1 => {}
         _ => return true,
     }
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return true;
-    };
-    for task in tasks.flatten() {
-        let Some(tid) = task
-            .file_name()
-            .to_str()
+    // Files are read outside the program's descriptor table ([`own_files`]): the
+    // program may `close_range` and reuse low numbers meanwhile.
+    let mut alive = false;
+    let listed = own_files::each_entry("/proc/self/task", TASKS_MAX, |name| {
+        let Some(tid) = std::str::from_utf8(name)
+            .ok()
             .and_then(|s| s.parse::<u32>().ok())
         else {
-            continue;
+            return true;
         };
         if thread::is_ours(tid) {
-            continue;
+            return true;
         }
-        let stat = std::fs::read(task.path().join("stat")).unwrap_or_default();
-        match state(&stat) {
-            Some(b'Z' | b'X') => {}
-            _ => return true,
-        }
-    }
-    false
+        let stat = own_files::read(&format!("/proc/self/task/{tid}/stat"), STAT_MAX);
+        alive = !matches!(state(&stat.unwrap_or_default()), Some(b'Z' | b'X'));
+        !alive
+    });
+    alive || listed.is_none()
 }
 
 /// Field 20 of `/proc/self/stat`.
 fn num_threads() -> Option<usize> {
-    let stat = std::fs::read("/proc/self/stat").ok()?;
+    let stat = own_files::read("/proc/self/stat", STAT_MAX)?;
     let after = after_name(&stat)?;
     // After the name: state is field 3, num_threads field 20.
     let text = std::str::from_utf8(after).ok()?;

@@ -26,6 +26,7 @@ pub mod hooks;
 pub mod last_thread;
 pub mod nvml;
 pub mod output;
+pub mod own_files;
 pub mod pool_locations;
 pub mod procaddr;
 pub mod queue;

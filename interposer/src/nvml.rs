@@ -56,6 +56,12 @@ pub fn poll() {
         return;
     }
     LAST_CHECK_NS.store(now, Ordering::Relaxed);
+    // Asked of the loader's list first: `dlopen` of a name that is not loaded opens the
+    // files of that name on the library path, on this thread, in the program's
+    // descriptor table (docs/host.md, "vramtrace's own reads"), every 200 ms.
+    if !crate::stack::modules::any_named(b"libnvidia-ml.so") {
+        return;
+    }
     // SAFETY: RTLD_NOLOAD never loads anything: it asks whether the program did.
     let handle = unsafe {
         libc::dlopen(

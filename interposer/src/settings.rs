@@ -31,6 +31,11 @@ pub struct Settings {
     /// `VRAMTRACE_QUEUE_MB` (default 16, at least 1): the most bytes of events waiting
     /// for the writer ([`crate::queue`], `docs/host.md`).
     pub queue_bytes: usize,
+    /// `VRAMTRACE_THREAD_CHECK_MS` (internal, for tests; default and at most 50; 0: at
+    /// every wake of the writer): how often the writer asks whether the program has a
+    /// thread left ([`crate::last_thread`]). A test of the descriptors vramtrace's own
+    /// threads open for a moment needs them opened often.
+    pub thread_check_ns: u64,
     /// The variables of `ENV_KEYS` that were set, for the trace header. Read here, at
     /// load, like everything else: the header is written later on the writer thread, and
     /// `getenv` there raced with the program's own `setenv` (a crash in a few children
@@ -98,6 +103,11 @@ fn read() -> Settings {
             .unwrap_or(DEFAULT_QUEUE_MB)
             .clamp(1, 1 << 20)
             << 20,
+        thread_check_ns: std::env::var("VRAMTRACE_THREAD_CHECK_MS")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or(crate::last_thread::CHECK_EVERY_NS, |ms| ms * 1_000_000)
+            .min(crate::last_thread::CHECK_EVERY_NS),
         env: vramtrace_schema::ENV_KEYS
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))

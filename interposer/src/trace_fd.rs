@@ -10,7 +10,11 @@
 //! (`O_APPEND|O_NOFOLLOW`, and only if it is still the same file) and moved high again.
 //! Nothing here allocates: a crash handler uses it too.
 
+use crate::own_files::{self, identity};
 use std::ffi::CString;
+
+/// Opens of the trace by its path that a program's `close_range` may undo before it gives up.
+const REOPEN_TRIES: usize = 8;
 
 pub struct TraceFd {
     fd: i32,
@@ -21,54 +25,31 @@ pub struct TraceFd {
     length: u64,
 }
 
-fn stat(fd: i32) -> Option<libc::stat> {
-    // SAFETY: stat is plain data; fstat is async-signal-safe.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
-}
-
-fn identity(fd: i32) -> Option<(u64, u64)> {
-    stat(fd).map(|st| (st.st_dev, st.st_ino))
-}
-
-/// The lowest number the trace's descriptor is moved to: high enough that a program's
-/// own files never get it, low enough that the kernel's descriptor table does not grow
-/// for it (a limit of a million would cost megabytes), and below the limit.
-fn high_number() -> i32 {
-    // SAFETY: rlimit is plain data.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        limit.rlim_cur
-    } else {
-        1024
-    };
-    cur.saturating_sub(16).clamp(3, 1000) as i32
-}
-
-/// Moves `fd` to a high number (close-on-exec); keeps it where it is if that fails.
-fn moved_high(fd: i32) -> i32 {
-    // SAFETY: fcntl and close on a descriptor this module owns.
-    unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, high_number());
-        if high < 0 {
-            return fd;
-        }
-        libc::close(fd);
-        high
-    }
-}
-
 impl TraceFd {
-    /// Takes over `fd`, the trace just created at `path`.
+    /// Takes over `fd`, the trace just created at `path`. Its identity is the path's: by
+    /// now the program may have closed `fd` and opened a file of its own on the number
+    /// (the writer creates the trace while the program runs), which is then left alone
+    /// and the trace opened again by its path at the first [`TraceFd::checked`].
     pub fn new(fd: i32, path: &str) -> TraceFd {
-        let fd = moved_high(fd);
-        let st = stat(fd);
+        let path = CString::new(path).unwrap_or_default();
+        // SAFETY: stat is plain data; a valid C string.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let found = unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0;
+        let id = if found {
+            Some((st.st_dev, st.st_ino))
+        } else {
+            identity(fd)
+        };
+        let fd = match id {
+            Some(id) if identity(fd) == Some(id) => own_files::moved_high(fd, id).unwrap_or(fd),
+            _ => -1,
+        };
         TraceFd {
             fd,
-            dev: st.map_or(0, |st| st.st_dev),
-            ino: st.map_or(0, |st| st.st_ino),
-            path: CString::new(path).unwrap_or_default(),
-            length: st.map_or(0, |st| st.st_size as u64),
+            dev: id.map_or(0, |id| id.0),
+            ino: id.map_or(0, |id| id.1),
+            path,
+            length: if found { st.st_size as u64 } else { 0 },
         }
     }
 
@@ -82,23 +63,39 @@ impl TraceFd {
         if self.is_ours(self.fd) {
             return Some(self.fd);
         }
-        // SAFETY: open is async-signal-safe; the path is a valid C string.
-        let fd = unsafe {
-            libc::open(
-                self.path.as_ptr(),
-                libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return None;
+        // The path is asked first: a replaced trace is not opened at all. Once opened, the
+        // number may be the program's before it is checked (its `close_range` and `open`
+        // in between): a descriptor that is not the trace is never closed here (in the
+        // rare case that the file was replaced between the two, ours leaks), and the open
+        // is tried again.
+        for _ in 0..REOPEN_TRIES {
+            // SAFETY: stat is plain data.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid C string; lstat is async-signal-safe.
+            if unsafe { libc::lstat(self.path.as_ptr(), &mut st) } != 0
+                || (st.st_dev, st.st_ino) != (self.dev, self.ino)
+            {
+                return None;
+            }
+            // SAFETY: open is async-signal-safe; the path is a valid C string.
+            let fd = unsafe {
+                libc::open(
+                    self.path.as_ptr(),
+                    libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return None;
+            }
+            if !self.is_ours(fd) {
+                continue;
+            }
+            if let Some(high) = own_files::moved_high(fd, (self.dev, self.ino)) {
+                self.fd = high;
+                return Some(high);
+            }
         }
-        if !self.is_ours(fd) {
-            // SAFETY: the descriptor just opened here.
-            unsafe { libc::close(fd) };
-            return None;
-        }
-        self.fd = moved_high(fd);
-        Some(self.fd)
+        None
     }
 
     /// `bytes` more were written whole.

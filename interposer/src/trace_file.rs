@@ -9,15 +9,26 @@ pub fn open() -> Result<crate::trace_fd::TraceFd, String> {
     let rank = header.env.get("RANK").map(String::as_str).unwrap_or("0");
     let path = output::expand(&settings::get().output, header.pid, &header.host, rank);
     let (fd, created) = output::create(&path)?;
+    // Taken over (and checked) before the first write: the program may have taken the
+    // number back already.
+    let mut file = crate::trace_fd::TraceFd::new(fd, &created);
     let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
     line.push(b'\n');
+    let fd = file
+        .checked()
+        .ok_or_else(|| format!("cannot write the trace {path}: it is gone or replaced"))?;
     output::write_all(fd, &line).map_err(|e| format!("cannot write the trace {path}: {e}"))?;
-    Ok(crate::trace_fd::TraceFd::new(fd, &created))
+    file.wrote(line.len());
+    Ok(file)
 }
+
+/// The most bytes of `/proc/self/cmdline` read: the kernel's usual limit on arguments.
+const CMDLINE_MAX: usize = 2 << 20;
 
 fn header() -> Header {
     let s = settings::get();
-    let argv = std::fs::read("/proc/self/cmdline")
+    // Read on the writer thread, while the program may reuse low descriptors.
+    let argv = crate::own_files::read("/proc/self/cmdline", CMDLINE_MAX)
         .map(|raw| {
             raw.split(|&b| b == 0)
                 .filter(|a| !a.is_empty())

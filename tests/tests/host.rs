@@ -203,6 +203,42 @@ fn descriptors_taken_back_by_the_program() {
     }
 }
 
+/// A program that closes every descriptor from 3 up, opens its log (it gets 3) and writes,
+/// over and over, while vramtrace's writer reads `/proc/self/stat` often: the writer once
+/// held 3 for a moment, the program's `close_range` closed it, the program's log got 3,
+/// and the writer's close of "its" file closed the program's log (a write failed with
+/// EBADF), or the program closed the writer's listing of `/proc/self/task` and the
+/// writer thread panicked in `closedir`. vramtrace's transient files are now opened
+/// outside the program's descriptor table.
+#[test]
+fn transient_reads_never_close_the_programs_descriptors() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("own.log");
+    let out = run_traced(
+        "fd_reuse",
+        &["churn", log.to_str().unwrap(), "4000"],
+        &[
+            ("VRAMTRACE_FLUSH_MS", "1"),
+            ("VRAMTRACE_THREAD_CHECK_MS", "0"),
+            // The symbolizer opens ELF files in the program's table (docs/host.md).
+            ("VRAMTRACE_STACKS", "0"),
+        ],
+    );
+    succeeded(&out.output);
+    // Nothing on stderr: the old writer also died of its own listing's descriptor closed
+    // under it (std's `closedir` panics on EBADF), and stopped checking.
+    assert_eq!(String::from_utf8_lossy(&out.output.stderr), "");
+    let stdout = String::from_utf8_lossy(&out.output.stdout);
+    let lines: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("LINES "))
+        .and_then(|n| n.parse().ok())
+        .expect("the workload counts its lines");
+    let expected: String = (0..lines).map(|i| format!("LOG {i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), expected);
+    assert_eq!(each_truth_traced(&out, "fd-reuse"), 1);
+}
+
 /// A disk that fills up (simulated by a file size limit, with SIGXFSZ ignored as a
 /// program may: writes then fail with EFBIG, as with ENOSPC): the program runs on
 /// unharmed, and the trace ends with whole lines and an end record that says why, which

@@ -5,6 +5,13 @@
  *                 the lowest number, 3)
  *   dup2        - opens its log argv[2] and dup2s it onto every other open descriptor
  *                 from 3 to 4095
+ *   churn       - for argv[3] milliseconds, over and over: waits 20 us with 3 free (when
+ *                 vramtrace's own threads may open something of theirs there), closes
+ *                 every descriptor from 3 up, opens its log argv[2] (O_APPEND; it gets 3),
+ *                 writes a line, waits 50 us, writes another, closes the log. Exits 2 at
+ *                 the first write that fails: its log was closed behind its back. Records
+ *                 nothing meanwhile (docs/host.md: the trace's own reopening has a
+ *                 window of its own), five pairs after.
  * and writes "LOG <i>" lines to it between further allocations. The log must hold only
  * those lines.
  *
@@ -19,7 +26,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static void allocate_and_free(int n) {
@@ -68,15 +77,59 @@ static int fail(const char *what) {
     return 2;
 }
 
+static int write_line(int log, int i) {
+    char line[32];
+    int n = snprintf(line, sizeof line, "LOG %d\n", i);
+    return write(log, line, (size_t)n) == n ? 0 : -1;
+}
+
+static long elapsed_us(const struct timespec *since) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - since->tv_sec) * 1000000 + (now.tv_nsec - since->tv_nsec) / 1000;
+}
+
+/* Busy: a sleep's timer slack (50 us) is as long as the windows timed here. */
+static void spin_us(long us) {
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (elapsed_us(&start) < us) {
+    }
+}
+
+/* The churn mode: see the top of the file. Prints the number of lines written. */
+static int churn(const char *path, long ms) {
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int lines = 0;
+    while (elapsed_us(&start) < ms * 1000) {
+        /* 3 is free here: what another thread opens now gets it. */
+        spin_us(20);
+        if (syscall(SYS_close_range, 3u, ~0u, 0u)) return fail("close_range");
+        int log = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (log < 0) return fail(path);
+        if (write_line(log, lines++)) return fail("write");
+        spin_us(50);
+        if (write_line(log, lines++)) return fail("write");
+        if (close(log)) return fail("close");
+    }
+    /* Recorded after the churn: the writer opens the trace again (its descriptor was
+     * closed too) while nothing closes descriptors under it. */
+    allocate_and_free(5);
+    printf("LINES %d\n", lines);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: fd_reuse close_range|dup2 LOG\n");
+        fprintf(stderr, "usage: fd_reuse close_range|dup2|churn LOG\n");
         return 2;
     }
     truth_init(WORKLOAD_NAME);
     WL_CHECK(cudaSetDevice(0));
     allocate_and_free(5);
     usleep(100 * 1000);
+    if (strcmp(argv[1], "churn") == 0) return churn(argv[2], argc > 3 ? atol(argv[3]) : 2000);
     /* The attacker's names are read while the directory can still be opened. */
     char names[16][256];
     int traces = 0;

@@ -161,6 +161,39 @@ pub fn loaded() -> Vec<LoadedModule> {
     out.0
 }
 
+/// Whether a loaded object's file name (the part after the last `/`) starts with
+/// `prefix`. Reads the loader's list only: nothing is opened (a `dlopen` with
+/// `RTLD_NOLOAD` of a name not loaded opens the files it finds on the library path).
+pub fn any_named(prefix: &[u8]) -> bool {
+    struct Ask<'a> {
+        prefix: &'a [u8],
+        found: bool,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        let ask = &mut *(data as *mut Ask);
+        let name = (*info).dlpi_name;
+        if name.is_null() {
+            return 0;
+        }
+        let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        let file = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+        ask.found = file.starts_with(ask.prefix);
+        ask.found as libc::c_int
+    }
+    let mut ask = Ask {
+        prefix,
+        found: false,
+    };
+    let _scan = SCAN.read().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: the callback only reads the loader's structures for the call's duration.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut ask as *mut Ask as *mut libc::c_void) };
+    ask.found
+}
+
 /// How many objects the loader has unloaded so far (`dlpi_subs`).
 pub fn unloads_so_far() -> u64 {
     unsafe extern "C" fn first(
@@ -194,6 +227,12 @@ pub fn hold_for_fork() -> ForkHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libc_is_found_by_its_name() {
+        assert!(any_named(b"libc.so"));
+        assert!(!any_named(b"libnot-loaded-here.so"));
+    }
 
     #[test]
     fn this_test_binary_and_libc_are_listed_with_unwind_data() {
