@@ -260,6 +260,41 @@ fn one_list_shared_a_billion_times_over_is_refused() {
 }
 
 #[test]
+fn one_history_shared_by_thousands_of_devices_is_refused_by_the_views() {
+    // An entry; 1,000 references to it; 3,000 references to that list as
+    // `device_traces`: 3 million entries in 8 KB, which the views would replay one by
+    // one (they stream the history, apart from the model's count).
+    let mut body = dict(
+        &[
+            ("action", text("alloc")),
+            ("addr", int(0)),
+            ("size", int(1)),
+            ("time_us", int(1)),
+        ],
+        0,
+    );
+    body.extend(shared_list(0, 1000, 1));
+    body.push(b'0');
+    body.extend(value_dict(&[
+        ("segments", b"]".to_vec()),
+        ("device_traces", shared_list(1, 3000, 2)),
+    ]));
+    let bytes = pickle(&body);
+    assert!(bytes.len() < 9000, "{} bytes", bytes.len());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("laughs.pickle");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = limited(&["summary", "--json", path.to_str().unwrap()]);
+    assert_exit(&out, 1, "shared history");
+    let e = stderr(&out);
+    assert!(
+        e.contains("laughs.pickle: not a PyTorch memory snapshot"),
+        "{e}"
+    );
+    assert!(e.contains("shared by reference"), "{e}");
+}
+
+#[test]
 fn many_failures_with_many_live_groups_keep_a_bounded_share_of_each() {
     // 15,000 allocations from as many call stacks, then 15,000 failed ones: copying every
     // live group into every failure took 15,000^2 group copies.
