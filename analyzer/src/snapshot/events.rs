@@ -23,7 +23,8 @@ use super::history::{self, FrameReader, HistoryEntry};
 use super::model::{Action, BlockState, Frame, Snapshot};
 use super::pickle::{Pickle, Value};
 use crate::model::Map;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::path::Path;
 use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 
@@ -49,6 +50,10 @@ pub struct SnapshotEvents {
     builder: Builder,
     count: u64,
     last_t: u64,
+    /// The devices whose next event is read, by its time then ordinal: (time, index).
+    fronts: BinaryHeap<Reverse<(u64, usize)>>,
+    started: bool,
+    ended: bool,
 }
 
 /// One device's events: those alive before the history, then its entries in order.
@@ -158,6 +163,9 @@ impl SnapshotEvents {
             builder,
             count: 0,
             last_t,
+            fronts: BinaryHeap::new(),
+            started: false,
+            ended: false,
         })
     }
 
@@ -183,27 +191,38 @@ impl SnapshotEvents {
     }
 
     /// The next event in time order: devices merged by time, each device's order kept
-    /// (the lower ordinal first at equal times).
+    /// (the lower ordinal first at equal times). A heap of the devices' next events, so a
+    /// file naming thousands of devices costs a logarithm per event, not a scan of them.
     pub fn next_event(&mut self) -> Option<Event> {
-        let mut best: Option<(u64, usize)> = None;
-        for i in 0..self.devices.len() {
-            let c = &mut self.devices[i];
-            c.fill(&self.pickle, &mut self.builder);
-            if let Some(e) = c.pending.front() {
-                if best.is_none_or(|(t, _)| e.t < t) {
-                    best = Some((e.t, i));
-                }
+        if !self.started {
+            self.started = true;
+            for i in 0..self.devices.len() {
+                self.refill(i);
             }
         }
-        let Some((_, i)) = best else {
-            // Stacks are made as entries are read: whole once the history is.
-            self.stacks = std::mem::take(&mut self.builder.stacks);
+        let Some(Reverse((_, i))) = self.fronts.pop() else {
+            // Stacks are made as entries are read: whole once the history is (taken once,
+            // so a call past the end leaves them).
+            if !self.ended {
+                self.ended = true;
+                self.stacks = std::mem::take(&mut self.builder.stacks);
+            }
             return None;
         };
         let e = self.devices[i].pending.pop_front()?;
+        self.refill(i);
         self.count += 1;
         self.last_t = e.t;
         Some(e)
+    }
+
+    /// Reads device `i`'s next events, and puts it back among the fronts if it has one.
+    fn refill(&mut self, i: usize) {
+        let c = &mut self.devices[i];
+        c.fill(&self.pickle, &mut self.builder);
+        if let Some(e) = c.pending.front() {
+            self.fronts.push(Reverse((e.t, i)));
+        }
     }
 
     /// The end record a snapshot stands for: it was written whole.
