@@ -320,6 +320,33 @@ fn four_thousand_devices_cost_no_scan_of_them_per_event() {
 }
 
 #[test]
+fn a_history_time_of_2_to_the_62_microseconds_is_no_overflow() {
+    // Two entries 2^62 us apart, then one as far before the epoch: ns of them overflow.
+    for (name, late) in [("late", 1i64 << 62), ("early", -(1i64 << 62))] {
+        let entry = |t: i64| {
+            value_dict(&[
+                ("action", text("alloc")),
+                ("addr", int(0)),
+                ("size", int(1)),
+                ("time_us", long(t)),
+            ])
+        };
+        let history = list(&[entry(0), entry(late)]);
+        let body = value_dict(&[
+            ("segments", b"]".to_vec()),
+            ("device_traces", list(&[history])),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{name}.pickle"));
+        std::fs::write(&path, pickle(&body)).unwrap();
+        let out = limited(&["summary", "--json", path.to_str().unwrap()]);
+        assert_exit(&out, 0, name);
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["duration_ns"], 1u64 << 62, "{name}");
+    }
+}
+
+#[test]
 fn many_failures_with_many_live_groups_keep_a_bounded_share_of_each() {
     // 15,000 allocations from as many call stacks, then 15,000 failed ones: copying every
     // live group into every failure took 15,000^2 group copies.

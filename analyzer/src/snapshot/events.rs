@@ -248,7 +248,7 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
         host: name.clone().unwrap_or_default(),
         argv: Vec::new(),
         exe: path.display().to_string(),
-        start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
+        start_unix_ns: origin_us.map_or(0, ns_of_us),
         start_mono_ns: 0,
         env: name
             .as_deref()
@@ -266,6 +266,19 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
         interposer: "pytorch-snapshot".into(),
     }
 }
+
+/// Microseconds as nanoseconds, from 0 up to [`MAX_NS`]: a crafted `time_us` of 2^62
+/// must neither overflow (it aborted the views) nor push an event past what the views'
+/// clock sums hold.
+fn ns_of_us(us: i64) -> u64 {
+    u64::try_from(us)
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .min(MAX_NS)
+}
+
+/// The latest time a snapshot's event is put at, in ns: about 146 years.
+const MAX_NS: u64 = 1 << 62;
 
 /// `torch-snapshot-HOST-PID...pickle` (the PyTorch hook's name; older hooks left out
 /// `HOST-`) -> PID.
@@ -513,7 +526,7 @@ impl Builder {
 
     /// Epoch microseconds as ns since the snapshot's first entry.
     fn time(&self, us: i64) -> u64 {
-        (us.saturating_sub(self.origin_us)).max(0) as u64 * 1000
+        ns_of_us(us.saturating_sub(self.origin_us))
     }
 }
 
