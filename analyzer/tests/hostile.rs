@@ -16,10 +16,15 @@ const LIMIT_KIB: u64 = 2 << 20;
 /// `vramtrace ARGS` under the address-space limit, and stopped after 5 minutes (exit
 /// 124): a hang fails the test instead of stalling it.
 fn limited(args: &[&str]) -> Output {
+    limited_for(300, args)
+}
+
+/// `vramtrace ARGS` under the address-space limit, stopped after `secs` seconds.
+fn limited_for(secs: u32, args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "ulimit -v {LIMIT_KIB}; exec timeout 300 \"$0\" \"$@\""
+            "ulimit -v {LIMIT_KIB}; exec timeout {secs} \"$0\" \"$@\""
         ))
         .arg(env!("CARGO_BIN_EXE_vramtrace"))
         .args(args)
@@ -257,6 +262,88 @@ fn one_list_shared_a_billion_times_over_is_refused() {
         "{e}"
     );
     assert!(e.contains("shared by reference"), "{e}");
+}
+
+/// A snapshot whose `device_traces` is one list of `entries` references to one entry,
+/// shared by `devices` devices.
+fn shared_history(entries: usize, devices: usize) -> Vec<u8> {
+    let mut body = dict(
+        &[
+            ("action", text("alloc")),
+            ("addr", int(0)),
+            ("size", int(1)),
+            ("time_us", int(1)),
+        ],
+        0,
+    );
+    body.extend(shared_list(0, entries, 1));
+    body.push(b'0');
+    body.extend(value_dict(&[
+        ("segments", b"]".to_vec()),
+        ("device_traces", shared_list(1, devices, 2)),
+    ]));
+    pickle(&body)
+}
+
+#[test]
+fn one_history_shared_by_thousands_of_devices_is_refused_by_the_views() {
+    // An entry; 1,000 references to it; 3,000 references to that list as
+    // `device_traces`: 3 million entries in 8 KB, which the views would replay one by
+    // one (they stream the history, apart from the model's count).
+    let bytes = shared_history(1000, 3000);
+    assert!(bytes.len() < 9000, "{} bytes", bytes.len());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("laughs.pickle");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = limited(&["summary", "--json", path.to_str().unwrap()]);
+    assert_exit(&out, 1, "shared history");
+    let e = stderr(&out);
+    assert!(
+        e.contains("laughs.pickle: not a PyTorch memory snapshot"),
+        "{e}"
+    );
+    assert!(e.contains("shared by reference"), "{e}");
+}
+
+#[test]
+fn four_thousand_devices_cost_no_scan_of_them_per_event() {
+    // One list of 256 entries shared by 4,095 devices: a million entries, inside the
+    // expansion budget of its 9 KB. Merging the devices by a scan of them all per event
+    // took minutes.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("devices.pickle");
+    std::fs::write(&path, shared_history(256, 4095)).unwrap();
+    let out = limited_for(60, &["summary", "--json", path.to_str().unwrap()]);
+    assert_exit(&out, 0, "4,095 devices");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["processes"][0]["events"], 4095 * 256);
+}
+
+#[test]
+fn a_history_time_of_2_to_the_62_microseconds_is_no_overflow() {
+    // Two entries 2^62 us apart, then one as far before the epoch: ns of them overflow.
+    for (name, late) in [("late", 1i64 << 62), ("early", -(1i64 << 62))] {
+        let entry = |t: i64| {
+            value_dict(&[
+                ("action", text("alloc")),
+                ("addr", int(0)),
+                ("size", int(1)),
+                ("time_us", long(t)),
+            ])
+        };
+        let history = list(&[entry(0), entry(late)]);
+        let body = value_dict(&[
+            ("segments", b"]".to_vec()),
+            ("device_traces", list(&[history])),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{name}.pickle"));
+        std::fs::write(&path, pickle(&body)).unwrap();
+        let out = limited(&["summary", "--json", path.to_str().unwrap()]);
+        assert_exit(&out, 0, name);
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["duration_ns"], 1u64 << 62, "{name}");
+    }
 }
 
 #[test]

@@ -174,8 +174,9 @@ impl Layers {
 /// address): the largest free block, the number of free blocks, and their total.
 pub fn free_space(segments: &[(u64, u64)], blocks: &[(u64, u64)]) -> (u64, u64, u64) {
     let (mut largest, mut count, mut total) = (0, 0, 0);
+    // Saturating: a crafted snapshot's block or segment may reach past 2^64.
     for &(start, size) in segments {
-        let end = start + size;
+        let end = start.saturating_add(size);
         let mut at = start;
         let first = blocks.partition_point(|b| b.0 < start);
         for &(b, len) in blocks[first..].iter().take_while(|b| b.0 < end) {
@@ -185,7 +186,7 @@ pub fn free_space(segments: &[(u64, u64)], blocks: &[(u64, u64)]) -> (u64, u64, 
                 count += 1;
                 total += gap;
             }
-            at = at.max(b + len);
+            at = at.max(b.saturating_add(len));
         }
         if end > at {
             let gap = end - at;
@@ -212,6 +213,16 @@ mod tests {
         assert_eq!(
             free_space(&[(1000, 100), (5000, 64)], &blocks),
             (64, 4, 134)
+        );
+    }
+
+    #[test]
+    fn a_block_or_segment_reaching_past_2_to_the_64_ends_there() {
+        // A crafted snapshot's: the sums overflowed (timeline and report aborted).
+        let top = u64::MAX - 100;
+        assert_eq!(
+            free_space(&[(top, 1000)], &[(top + 50, u64::MAX)]),
+            (50, 1, 50)
         );
     }
 

@@ -165,4 +165,17 @@ mod tests {
         l.segment_alloc(0, 20 * MIB);
         assert_eq!(l.alloc(0, 3 * MIB / 2), 0);
     }
+
+    #[test]
+    fn a_request_of_2_to_the_64_less_1_fits_no_block() {
+        // A crafted `alloc` size: rounding it up to 512 bytes overflowed (every view
+        // aborted); it fits no free block, so its size is not known.
+        let mut l = Layout::new(None, false);
+        l.segment_alloc(4096, 2 * MIB);
+        assert_eq!(l.alloc(4096, u64::MAX), 0);
+        let mut l = Layout::new(None, false);
+        l.segment_alloc(4096, 2 * MIB);
+        l.taken(4096);
+        assert_eq!(l.before_history(4096, u64::MAX), 0);
+    }
 }

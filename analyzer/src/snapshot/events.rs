@@ -23,7 +23,8 @@ use super::history::{self, FrameReader, HistoryEntry};
 use super::model::{Action, BlockState, Frame, Snapshot};
 use super::pickle::{Pickle, Value};
 use crate::model::Map;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::path::Path;
 use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 
@@ -49,6 +50,10 @@ pub struct SnapshotEvents {
     builder: Builder,
     count: u64,
     last_t: u64,
+    /// The devices whose next event is read, by its time then ordinal: (time, index).
+    fronts: BinaryHeap<Reverse<(u64, usize)>>,
+    started: bool,
+    ended: bool,
 }
 
 /// One device's events: those alive before the history, then its entries in order.
@@ -158,6 +163,9 @@ impl SnapshotEvents {
             builder,
             count: 0,
             last_t,
+            fronts: BinaryHeap::new(),
+            started: false,
+            ended: false,
         })
     }
 
@@ -183,27 +191,38 @@ impl SnapshotEvents {
     }
 
     /// The next event in time order: devices merged by time, each device's order kept
-    /// (the lower ordinal first at equal times).
+    /// (the lower ordinal first at equal times). A heap of the devices' next events, so a
+    /// file naming thousands of devices costs a logarithm per event, not a scan of them.
     pub fn next_event(&mut self) -> Option<Event> {
-        let mut best: Option<(u64, usize)> = None;
-        for i in 0..self.devices.len() {
-            let c = &mut self.devices[i];
-            c.fill(&self.pickle, &mut self.builder);
-            if let Some(e) = c.pending.front() {
-                if best.is_none_or(|(t, _)| e.t < t) {
-                    best = Some((e.t, i));
-                }
+        if !self.started {
+            self.started = true;
+            for i in 0..self.devices.len() {
+                self.refill(i);
             }
         }
-        let Some((_, i)) = best else {
-            // Stacks are made as entries are read: whole once the history is.
-            self.stacks = std::mem::take(&mut self.builder.stacks);
+        let Some(Reverse((_, i))) = self.fronts.pop() else {
+            // Stacks are made as entries are read: whole once the history is (taken once,
+            // so a call past the end leaves them).
+            if !self.ended {
+                self.ended = true;
+                self.stacks = std::mem::take(&mut self.builder.stacks);
+            }
             return None;
         };
         let e = self.devices[i].pending.pop_front()?;
+        self.refill(i);
         self.count += 1;
         self.last_t = e.t;
         Some(e)
+    }
+
+    /// Reads device `i`'s next events, and puts it back among the fronts if it has one.
+    fn refill(&mut self, i: usize) {
+        let c = &mut self.devices[i];
+        c.fill(&self.pickle, &mut self.builder);
+        if let Some(e) = c.pending.front() {
+            self.fronts.push(Reverse((e.t, i)));
+        }
     }
 
     /// The end record a snapshot stands for: it was written whole.
@@ -229,7 +248,7 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
         host: name.clone().unwrap_or_default(),
         argv: Vec::new(),
         exe: path.display().to_string(),
-        start_unix_ns: origin_us.map_or(0, |us| us.max(0) as u64 * 1000),
+        start_unix_ns: origin_us.map_or(0, ns_of_us),
         start_mono_ns: 0,
         env: name
             .as_deref()
@@ -247,6 +266,19 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
         interposer: "pytorch-snapshot".into(),
     }
 }
+
+/// Microseconds as nanoseconds, from 0 up to [`MAX_NS`]: a crafted `time_us` of 2^62
+/// must neither overflow (it aborted the views) nor push an event past what the views'
+/// clock sums hold.
+fn ns_of_us(us: i64) -> u64 {
+    u64::try_from(us)
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .min(MAX_NS)
+}
+
+/// The latest time a snapshot's event is put at, in ns: about 146 years.
+const MAX_NS: u64 = 1 << 62;
 
 /// `torch-snapshot-HOST-PID...pickle` (the PyTorch hook's name; older hooks left out
 /// `HOST-`) -> PID.
@@ -494,7 +526,7 @@ impl Builder {
 
     /// Epoch microseconds as ns since the snapshot's first entry.
     fn time(&self, us: i64) -> u64 {
-        (us.saturating_sub(self.origin_us)).max(0) as u64 * 1000
+        ns_of_us(us.saturating_sub(self.origin_us))
     }
 }
 

@@ -89,7 +89,9 @@ pub fn entry(p: &Pickle, e: Value) -> Result<HistoryEntry, String> {
 }
 
 /// `device_traces`: each device's list of entries (a list or tuple), by ordinal; empty when
-/// absent.
+/// absent. The entries of all devices together are held to the file's expansion budget
+/// here, as the views stream them without the model's count: one list of entries shared
+/// by thousands of devices is a few KB that would replay for hours.
 pub fn device_traces(p: &Pickle) -> Result<Vec<Value>, String> {
     let Some(traces) = p.get(p.root, "device_traces") else {
         return Ok(Vec::new());
@@ -97,13 +99,25 @@ pub fn device_traces(p: &Pickle) -> Result<Vec<Value>, String> {
     let traces = p
         .seq(traces)
         .ok_or_else(|| "\"device_traces\" is not a list".to_string())?;
+    let max = vramtrace_schema::reader::MAX_DEVICES as usize;
+    let mut budget = super::read::expansion_budget(p.len);
     traces
         .iter()
         .enumerate()
         .map(|(device, &list)| {
-            p.seq(list)
-                .map(|_| list)
-                .ok_or_else(|| format!("device_traces[{device}] is not a list"))
+            let entries = p
+                .seq(list)
+                .ok_or_else(|| format!("device_traces[{device}] is not a list"))?;
+            if device >= max && !entries.is_empty() {
+                return Err(format!(
+                    "device_traces[{device}]: a device ordinal out of range (0 to {})",
+                    max - 1
+                ));
+            }
+            budget = budget
+                .checked_sub(entries.len())
+                .ok_or(super::read::EXPANDS)?;
+            Ok(list)
         })
         .collect()
 }

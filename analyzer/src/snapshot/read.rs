@@ -82,11 +82,12 @@ fn reader(p: &Pickle, history: bool) -> Reader<'_> {
 /// KB can nest references to one list a billion times over ("billion laughs"); real
 /// snapshots share frame lists between blocks, but never more than a few dozen values per
 /// byte of file.
-fn expansion_budget(len: usize) -> usize {
+pub(super) fn expansion_budget(len: usize) -> usize {
     len.saturating_mul(64).max(1 << 20)
 }
 
-const EXPANDS: &str = "it expands to more values than its size allows (one object shared by \
+pub(super) const EXPANDS: &str =
+    "it expands to more values than its size allows (one object shared by \
                        reference over and over): refused";
 
 struct Reader<'a> {

@@ -51,7 +51,8 @@ pub fn round_size(size: u64, settings: &Settings) -> u64 {
     if divisions > 1 && size > MIN_BLOCK_SIZE * divisions {
         next_division(size, divisions)
     } else {
-        size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+        // Saturating: a crafted snapshot's size near 2^64 is then one no block fits.
+        size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
     }
 }
 
@@ -64,13 +65,13 @@ fn next_division(size: u64, divisions: u64) -> u64 {
     // The step is the power-of-two floor divided by the largest power of two <= divisions.
     let step = floor >> (63 - divisions.leading_zeros());
     if step == 0 {
-        return floor << 1;
+        return floor.saturating_mul(2);
     }
     let down = size & !(step - 1);
     if down == size {
         size
     } else {
-        down + step
+        down.saturating_add(step)
     }
 }
 
