@@ -347,6 +347,49 @@ fn a_history_time_of_2_to_the_62_microseconds_is_no_overflow() {
 }
 
 #[test]
+fn tensors_whose_bytes_add_up_past_2_to_the_64_are_no_overflow() {
+    // Two live tensors of 2^63 bytes each, and a third: every sum of live bytes overflows.
+    let entry = |addr: u64| {
+        value_dict(&[
+            ("action", text("alloc")),
+            ("addr", long(addr as i64)),
+            ("size", long(1i64 << 62)),
+        ])
+    };
+    let history = list(&[
+        entry(1 << 40),
+        entry(1 << 41),
+        entry(1 << 42),
+        entry(1 << 43),
+        entry(1 << 44),
+    ]);
+    let body = value_dict(&[
+        ("segments", b"]".to_vec()),
+        ("device_traces", list(&[history])),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.pickle");
+    std::fs::write(&path, pickle(&body)).unwrap();
+    let p = path.to_str().unwrap();
+    let report = dir.path().join("r.html");
+    let svg = dir.path().join("f.svg");
+    for args in [
+        vec!["summary", "--json", p],
+        vec!["peak", p],
+        vec!["leaks", p],
+        vec!["oom", p],
+        vec!["timeline", "--json", p],
+        vec!["flamegraph", "-o", svg.to_str().unwrap(), p],
+        vec!["report", "-o", report.to_str().unwrap(), p],
+    ] {
+        let out = limited(&args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+        assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: {said}");
+    }
+}
+
+#[test]
 fn many_failures_with_many_live_groups_keep_a_bounded_share_of_each() {
     // 15,000 allocations from as many call stacks, then 15,000 failed ones: copying every
     // live group into every failure took 15,000^2 group copies.

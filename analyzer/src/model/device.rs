@@ -46,10 +46,12 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
     }
 
     pub fn add(&mut self, t: u64, kind: Kind, key: K, size: u64) {
-        self.reserved += size;
-        *self.by_kind.entry(kind).or_default() += size;
+        // Saturating: a hostile input's blocks of about 2^63 bytes each would overflow.
+        self.reserved = self.reserved.saturating_add(size);
+        let by_kind = self.by_kind.entry(kind).or_default();
+        *by_kind = by_kind.saturating_add(size);
         let g = self.groups.entry(key).or_default();
-        g.bytes += size;
+        g.bytes = g.bytes.saturating_add(size);
         g.blocks += 1;
         if self.reserved > self.peak_reserved {
             self.peak_reserved = self.reserved;

@@ -85,8 +85,9 @@ impl Layers {
         let d = self.device(dev);
         d.annotated = true;
         d.sizes_unknown |= unknown;
-        d.allocated += size;
-        d.requested += requested;
+        // Saturating: a hostile input's blocks of about 2^63 bytes each would overflow.
+        d.allocated = d.allocated.saturating_add(size);
+        d.requested = d.requested.saturating_add(requested);
         d.peak_allocated = d.peak_allocated.max(d.allocated);
         self.tensors
             .entry(dev)

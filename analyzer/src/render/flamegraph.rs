@@ -90,6 +90,15 @@ pub fn svg_of_width(
     options.title = title.to_string();
     options.count_name = "bytes".into();
     options.name_type = "Allocated by:".into();
+    // inferno sums the counts unchecked: counts of a hostile input (blocks of about 2^63
+    // bytes) that cannot add up are refused here, not left to overflow there.
+    let total = lines.iter().try_fold(0u64, |sum, l| {
+        let count = l.rsplit(' ').next().and_then(|c| c.parse::<u64>().ok());
+        sum.checked_add(count.unwrap_or(0))
+    });
+    if total.is_none_or(|t| t > usize::MAX as u64) {
+        return Err("flamegraph: its bytes add up past 2^64, which no run holds: not drawn".into());
+    }
     let mut out = Vec::new();
     if lines.is_empty() {
         // inferno refuses empty input; a run with nothing live still gets a picture.

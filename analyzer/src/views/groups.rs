@@ -104,7 +104,8 @@ pub fn ordinals(run: &Run, index: usize) -> OrdinalOf {
 pub fn per_process(map: &Map<RunGroupKey, GroupBytes>) -> Vec<(usize, u64)> {
     let mut by: Map<usize, u64> = Map::default();
     for ((p, _), g) in map {
-        *by.entry(*p).or_default() += g.bytes;
+        let b = by.entry(*p).or_default();
+        *b = b.saturating_add(g.bytes);
     }
     let mut v: Vec<(usize, u64)> = by.into_iter().filter(|(_, b)| *b > 0).collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -110,7 +110,7 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
                 kind: kind.name(),
                 api: api.name(),
                 stack,
-                bytes: held.iter().map(|h| h.bytes).sum(),
+                bytes: held.iter().fold(0u64, |a, h| a.saturating_add(h.bytes)),
                 blocks: held.len() as u64,
                 first_time_ns: run.time_of(i, held.iter().map(|h| h.t).min().unwrap_or(0)),
                 last_time_ns: run.time_of(i, held.iter().map(|h| h.t).max().unwrap_or(0)),
@@ -169,7 +169,7 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Leaks {
         start_unix_ns: run.start_unix_ns,
         layer: Layer::of(run, layer).name(),
         both_layers: layer.is_none(),
-        leaked_bytes: device.iter().map(|g| g.bytes).sum(),
+        leaked_bytes: device.iter().fold(0u64, |a, g| a.saturating_add(g.bytes)),
         leaked_blocks: device.iter().map(|g| g.blocks).sum(),
         leaked_pinned_host_bytes: groups
             .iter()
@@ -177,7 +177,9 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Leaks {
             .map(|g| g.bytes)
             .sum(),
         groups,
-        leaked_tensor_bytes: tensor_groups.iter().map(|g| g.bytes).sum(),
+        leaked_tensor_bytes: tensor_groups
+            .iter()
+            .fold(0u64, |a, g| a.saturating_add(g.bytes)),
         leaked_tensors: tensor_groups.iter().map(|g| g.blocks).sum(),
         tensor_groups,
     }

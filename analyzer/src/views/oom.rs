@@ -276,12 +276,14 @@ pub fn judge(f: Figures) -> (Verdict, Option<u64>, Option<u64>) {
 fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
     let model = &run.processes[p.process];
     let f = &model.failures[p.failure];
-    let others_bytes: u64 = p.others.iter().map(|o| o.1).sum();
+    let others_bytes: u64 = p.others.iter().fold(0u64, |a, o| a.saturating_add(o.1));
     let live_groups = groups::of_process(model, &f.groups);
     let tensor_groups = groups::of_process(model, &f.tensors);
-    let tensor_bytes = f
-        .allocator
-        .map(|_| tensor_groups.iter().map(|g| g.bytes).sum());
+    let tensor_bytes = f.allocator.map(|_| {
+        tensor_groups
+            .iter()
+            .fold(0u64, |a, g| a.saturating_add(g.bytes))
+    });
     // The driver's figure by the one rule every view uses; what the traced processes held
     // when it was taken is the watch's where it was an answer the trace holds, else (PyTorch's
     // figure, taken at the failure) what they held at the failure.

@@ -81,7 +81,7 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
                 gpu: id.gpu.clone(),
                 layer: shown.name(),
                 time_ns: at.unwrap_or(usage.peak_t),
-                live_bytes: groups.iter().map(|g| g.bytes).sum(),
+                live_bytes: groups.iter().fold(0u64, |a, g| a.saturating_add(g.bytes)),
                 live_blocks: groups.iter().map(|g| g.blocks).sum(),
                 processes: groups::per_process(map)
                     .into_iter()
@@ -112,7 +112,8 @@ fn top_function(groups: &[Group]) -> Option<FunctionBytes> {
     for g in groups {
         if let Some(f) = g.frames.iter().find(|f| f.module != "operator") {
             let function = f.function.clone().unwrap_or_else(|| f.module.clone());
-            *by.entry((function, f.file.clone())).or_default() += g.bytes;
+            let b = by.entry((function, f.file.clone())).or_default();
+            *b = b.saturating_add(g.bytes);
         }
     }
     by.into_iter()

@@ -306,22 +306,22 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
     for g in leaks.groups.iter().filter(|g| g.device_memory()) {
         let ending = Ending::of(s, g.pid);
         if ending != Ending::Exited {
-            out.live_at_death_bytes += g.bytes;
+            out.live_at_death_bytes = out.live_at_death_bytes.saturating_add(g.bytes);
             out.live_at_death.push(row(s, g, "blocks", ending));
             if !out.endings.contains(&ending.name()) {
                 out.endings.push(ending.name());
             }
         } else if has_tensors(g.pid) {
-            out.cached_bytes += g.bytes;
+            out.cached_bytes = out.cached_bytes.saturating_add(g.bytes);
         } else {
-            out.leaked_bytes += g.bytes;
+            out.leaked_bytes = out.leaked_bytes.saturating_add(g.bytes);
             out.leaked.push(row(s, g, "blocks", ending));
         }
     }
     for g in &leaks.tensor_groups {
         let ending = Ending::of(s, g.pid);
         if ending == Ending::Exited {
-            out.leaked_bytes += g.bytes;
+            out.leaked_bytes = out.leaked_bytes.saturating_add(g.bytes);
             out.cached_bytes = out.cached_bytes.saturating_sub(g.bytes);
             out.leaked.push(row(s, g, "tensors", ending));
         }
