@@ -197,6 +197,26 @@ impl Outcome {
         String::from_utf8(out.stdout).expect("UTF-8 output")
     }
 
+    /// Writes, beside the first trace, the snapshot PyTorch's hook would dump for its
+    /// process (`torch-snapshot-PID.pickle`): `script` is Python given the path and the
+    /// trace's start in Unix ns.
+    pub fn write_hook_snapshot(&self, script: &str) -> PathBuf {
+        let header = &self.traces[0].header;
+        let path = self
+            .dir
+            .path()
+            .join(format!("torch-snapshot-{}.pickle", header.pid));
+        let ok = Command::new(python())
+            .args(["-c", script])
+            .arg(&path)
+            .arg(header.start_unix_ns.to_string())
+            .status()
+            .expect("python runs")
+            .success();
+        assert!(ok, "the snapshot script failed");
+        path
+    }
+
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }

@@ -318,18 +318,7 @@ segment = {"device": 0, "address": 1 << 40, "total_size": 20 * M, "stream": 0,
                        "state": "inactive"}]}
 pickle.dump({"segments": [segment], "device_traces": [trace]}, open(sys.argv[1], "wb"), protocol=4)
 "#;
-    let path = run
-        .dir
-        .path()
-        .join(format!("torch-snapshot-{}.pickle", header.pid));
-    let ok = std::process::Command::new(vramtrace_tests::harness::python())
-        .args(["-c", script])
-        .arg(&path)
-        .arg(header.start_unix_ns.to_string())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    run.write_hook_snapshot(script);
     let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
         .args(["timeline", "--json", "--resolution", "5ms"])
         .arg(run.dir.path())

@@ -243,18 +243,7 @@ segment = {"device": 0, "address": 1 << 40, "total_size": 512 * M, "stream": 0,
 alloc = {"action": "alloc", "addr": 1 << 40, "size": 512 * M, "stream": 0, "time_us": t, "frames": []}
 pickle.dump({"segments": [segment], "device_traces": [[alloc]]}, open(sys.argv[1], "wb"), protocol=4)
 "#;
-    let path = run
-        .dir
-        .path()
-        .join(format!("torch-snapshot-{}.pickle", header.pid));
-    let ok = Command::new(vramtrace_tests::harness::python())
-        .args(["-c", script])
-        .arg(&path)
-        .arg(header.start_unix_ns.to_string())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    run.write_hook_snapshot(script);
     let c = check(browser, &report(&run), "demo-with-snapshot");
     assert_first_screen_and_interaction(&c, 1);
     let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
