@@ -75,18 +75,6 @@ const TRUTH: &str = r#"
 import json, pickle, sys
 snap = pickle.load(open(sys.argv[1], "rb"))
 trace = snap["device_traces"][0]
-LIB = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3")
-def python(f):
-    n = f["filename"]
-    return n.endswith(".py") or (n.startswith("<") and not n.startswith("<frozen"))
-def user(f):
-    n = f["filename"]
-    return python(f) and not n.startswith("<frozen") and not any(l in n for l in LIB)
-def who(frames):
-    for pick in (user, python):
-        for f in frames:
-            if pick(f):
-                return (f["name"], f["filename"])
 alive, live, peak, at_peak, reserved, peak_reserved = {}, 0, 0, {}, 0, 0
 for e in trace:
     a = e["action"]
@@ -134,7 +122,7 @@ fn a_large_history_gives_pythons_figures() {
     let dir = tempfile::tempdir().unwrap();
     for protocol in [2, 4] {
         let path = generate(dir.path(), protocol);
-        let truth = &common::python_list(TRUTH, &[&path])[0];
+        let truth = &common::python_list(&[common::PY_WHO, TRUTH].concat(), &[&path])[0];
         assert!(truth["entries"].as_u64().unwrap() > 70_000, "{truth}");
         let summary = json(&["summary", "--json"], &path);
         let p = &summary["processes"][0];

@@ -25,19 +25,6 @@ const REPLAY: &str = r#"
 import json, pickle, sys
 src, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
 snap = pickle.load(open(src, "rb"))
-LIB = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3")
-def python(f):
-    n = f["filename"]
-    return n.endswith(".py") or (n.startswith("<") and not n.startswith("<frozen"))
-def user(f):
-    n = f["filename"]
-    return python(f) and not n.startswith("<frozen") and not any(l in n for l in LIB)
-def who(frames):
-    for pick in (user, python):
-        for f in frames:
-            if pick(f):
-                return (f["name"], f["filename"])
-    return None
 result = []
 for dev, trace in enumerate(snap["device_traces"]):
     if not trace:
@@ -83,7 +70,7 @@ print(json.dumps(result))
 fn replay(snapshot: &Path, oom_copy: Option<&Path>) -> Vec<Value> {
     let mut args = vec![snapshot];
     args.extend(oom_copy);
-    common::python_list(REPLAY, &args)
+    common::python_list(&[common::PY_WHO, REPLAY].concat(), &args)
 }
 
 fn view(args: &[&str], path: &Path) -> Value {
@@ -116,12 +103,7 @@ fn peak_gives_the_tensor_peak_and_the_function_holding_the_most() {
             assert_eq!(top["function"], t["function"], "{name}: {top}");
             assert_eq!(top["file"], t["file"], "{name}: {top}");
             assert_eq!(top["bytes"], t["function_bytes"], "{name}: {top}");
-            let s = summary["processes"][0]["devices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["device"] == t["device"])
-                .unwrap();
+            let s = process_device(&summary, &t["device"]);
             assert_eq!(s["peak_requested_bytes"], t["peak"], "{name}");
             let gpu_row = &summary["devices"][0];
             assert_eq!(gpu_row["peak_requested_bytes"], t["peak"], "{name}");
@@ -147,12 +129,7 @@ fn summary_gives_the_peak_of_block_sizes() {
             assert!(t["checked"].as_u64().unwrap() > 0, "{name}: {t}");
             assert_eq!(t["wrong"], 0, "{name}: {t}");
             assert_eq!(t["unknown_before"], 0, "{name}: {t}");
-            let s = summary["processes"][0]["devices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["device"] == t["device"])
-                .unwrap();
+            let s = process_device(&summary, &t["device"]);
             assert_eq!(s["peak_allocated_bytes"], t["peak_allocated"], "{name}");
             // Block sizes are rounded up: never less than what was asked for.
             assert!(
@@ -348,4 +325,14 @@ print(json.dumps([{"bytes": sum(alive.values()), "tensors": len(alive)}]))
     assert_eq!(d["layer"], "allocated");
     assert_eq!(d["live_bytes"], truth[0]["bytes"]);
     assert_eq!(d["live_blocks"], truth[0]["tensors"]);
+}
+
+/// The first process's figures for `device` in `summary --json`.
+fn process_device<'a>(summary: &'a Value, device: &Value) -> &'a Value {
+    summary["processes"][0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| &s["device"] == device)
+        .unwrap()
 }

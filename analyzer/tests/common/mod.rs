@@ -263,6 +263,25 @@ pub fn python_list(script: &str, args: &[&Path]) -> Vec<Value> {
 /// the segment's end) and splits off the rest only when it is worth keeping (small pool:
 /// 512 bytes or more; large: more than 1 MiB). It checks itself: every block still alive at
 /// the end must come out at the size the final segments give it (`wrong` 0).
+/// Python put before a truth script: `who(frames)`, the function a person would name for
+/// a stack (the innermost Python frame outside torch, site-packages and the standard
+/// library, else the innermost Python frame), as `(name, filename)`, or None.
+pub const PY_WHO: &str = r#"
+LIB = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3")
+def python(f):
+    n = f["filename"]
+    return n.endswith(".py") or (n.startswith("<") and not n.startswith("<frozen"))
+def user(f):
+    n = f["filename"]
+    return python(f) and not n.startswith("<frozen") and not any(l in n for l in LIB)
+def who(frames):
+    for pick in (user, python):
+        for f in frames:
+            if pick(f):
+                return (f["name"], f["filename"])
+    return None
+"#;
+
 pub const BLOCK_SIZES: &str = r#"
 import json, pickle, sys, bisect
 snap = pickle.load(open(sys.argv[1], "rb"))
