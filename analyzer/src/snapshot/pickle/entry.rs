@@ -53,34 +53,38 @@ pub type KeyIds = [Option<usize>; KEYS];
 
 /// `pairs` as an entry, or `None` when it is not one (no `action` string, a key twice,
 /// an id too large). `rest` receives the pairs kept as a dict and returns its id.
+/// `order` is the slot of each key of the entry before (`u8::MAX`: none), a guess that
+/// is nearly always right: a pickler writes every entry's keys in the same order.
 pub fn compact(
     objects: &[Object],
     keys: &mut KeyIds,
+    order: &mut [u8; 16],
     pairs: impl IntoIterator<Item = (Value, Value)>,
     rest: &mut Vec<(Value, Value)>,
 ) -> Option<Entry> {
-    let mut e = Entry {
-        ints: [0; 5],
-        action: NONE,
-        frames: NONE,
-        rest: NONE,
-        present: 0,
-    };
+    let mut e = Entry::empty();
     rest.clear();
     // Slot names met, as values or in `rest`: one met twice leaves the dict a dict.
     let mut met = 0u8;
-    for (k, v) in pairs {
-        let Value::Str(kid) = k else {
-            rest.push((k, v));
-            continue;
-        };
-        // The key objects are memo references to the first entry's, mostly: matched by id
-        // before by text.
-        let known = keys.iter().position(|&k| k == Some(kid));
-        let Some(i) = known.or_else(|| match &objects[kid] {
-            Object::Str(name) => slot(name),
+    for (j, (k, v)) in pairs.into_iter().enumerate() {
+        let guess = order.get(j).map_or(usize::MAX, |&o| o as usize);
+        let i = match k {
+            Value::Str(kid) if keys.get(guess) == Some(&Some(kid)) => Some(guess),
+            // The key objects are memo references to the first entry's, mostly: matched
+            // by id before by text.
+            Value::Str(kid) => keys
+                .iter()
+                .position(|&k| k == Some(kid))
+                .or_else(|| match &objects[kid] {
+                    Object::Str(name) => slot(name),
+                    _ => None,
+                }),
             _ => None,
-        }) else {
+        };
+        if let Some(o) = order.get_mut(j) {
+            *o = i.map_or(u8::MAX, |i| i as u8);
+        }
+        let (Some(i), Value::Str(kid)) = (i, k) else {
             rest.push((k, v));
             continue;
         };
@@ -88,26 +92,61 @@ pub fn compact(
             return None;
         }
         met |= 1 << i;
-        match (i, v) {
-            (ACTION, Value::Str(s)) => e.action = id(s)?,
-            (FRAMES, Value::List(l)) => e.frames = id(l)?,
-            (FRAMES, Value::Tuple(l)) => {
-                e.frames = id(l)?;
-                e.present |= TUPLE;
-            }
-            (i, Value::Int(n)) if i < ACTION => e.ints[i] = n,
-            _ => {
-                rest.push((k, v));
-                continue;
-            }
+        if !e.set(i, v) {
+            rest.push((k, v));
+            continue;
         }
-        e.present |= 1 << i;
         keys[i].get_or_insert(kid);
     }
-    (e.present & (1 << ACTION) != 0).then_some(e)
+    e.complete().then_some(e)
 }
 
 impl Entry {
+    pub fn empty() -> Entry {
+        Entry {
+            ints: [0; 5],
+            action: NONE,
+            frames: NONE,
+            rest: NONE,
+            present: 0,
+        }
+    }
+
+    /// Slot `i` set to `v`; false, with nothing set, where `v` is not of the slot's
+    /// kind (or an id too large to keep), and the pair belongs in `rest`.
+    #[inline]
+    pub fn set(&mut self, i: usize, v: Value) -> bool {
+        match (i, v) {
+            (ACTION, Value::Str(s)) => match id(s) {
+                Some(s) => self.action = s,
+                None => return false,
+            },
+            (FRAMES, Value::List(l) | Value::Tuple(l)) => match id(l) {
+                Some(l) => {
+                    self.frames = l;
+                    if matches!(v, Value::Tuple(_)) {
+                        self.present |= TUPLE;
+                    }
+                }
+                None => return false,
+            },
+            (i, Value::Int(n)) if i < ACTION => self.ints[i] = n,
+            _ => return false,
+        }
+        self.present |= 1 << i;
+        true
+    }
+
+    /// Whether slot `i` is set.
+    pub fn has(&self, i: usize) -> bool {
+        self.present & (1 << i) != 0
+    }
+
+    /// Whether this is an entry: it has an `action` string.
+    pub fn complete(&self) -> bool {
+        self.has(ACTION)
+    }
+
     pub fn set_rest(&mut self, rest: usize) -> Option<()> {
         self.rest = id(rest)?;
         Some(())

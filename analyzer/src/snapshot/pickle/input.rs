@@ -81,6 +81,18 @@ impl<'r> Input<'r> {
         Ok(s)
     }
 
+    /// Up to `n` unread bytes, not consumed (fewer where the stream ends first).
+    pub fn peek(&mut self, n: usize) -> &[u8] {
+        self.fill(n);
+        &self.buf[self.start..self.end.min(self.start + n)]
+    }
+
+    /// Consumes `n` bytes that [`Input::peek`] gave.
+    pub fn advance(&mut self, n: usize) {
+        debug_assert!(n <= self.available());
+        self.start += n;
+    }
+
     pub fn byte(&mut self) -> Option<u8> {
         if self.start == self.end && !self.fill(1) {
             return None;

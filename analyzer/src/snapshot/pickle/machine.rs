@@ -1,6 +1,7 @@
 //! The pickle machine: one opcode at a time, onto a stack, a memo and the object arena.
 
 use super::entry::{self, KeyIds};
+use super::fast;
 use super::input::Input;
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
@@ -28,9 +29,14 @@ struct Machine<'r> {
     memo_len: usize,
     objects: Vec<Object>,
     entry_keys: KeyIds,
+    /// The slots of the last entry's keys, in order (`entry::compact`).
+    key_order: [u8; 16],
     /// Reused buffers: the values above a MARK, and the keys an entry keeps as a dict.
     marked: Vec<Value>,
     rest: Vec<(Value, Value)>,
+    /// Whether history entries are read in one step (`fast.rs`); off only to test that
+    /// both paths agree.
+    fast: bool,
 }
 
 type R<T> = Result<T, PickleError>;
@@ -44,6 +50,16 @@ pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
 /// Reads a pickle from a stream, up to its STOP opcode. A read error is reported at the
 /// offset where it happened.
 pub fn parse_reader(reader: &mut dyn Read) -> Result<Pickle, PickleError> {
+    parse_with(reader, true)
+}
+
+/// [`parse`] opcode by opcode, without the one-step reading of history entries: what
+/// tests compare that reading with.
+pub fn parse_opcode_by_opcode(data: &[u8]) -> Result<Pickle, PickleError> {
+    parse_with(&mut { data }, false)
+}
+
+fn parse_with(reader: &mut dyn Read, fast: bool) -> Result<Pickle, PickleError> {
     let mut m = Machine {
         input: Input::new(reader),
         at: 0,
@@ -53,8 +69,10 @@ pub fn parse_reader(reader: &mut dyn Read) -> Result<Pickle, PickleError> {
         memo_len: 0,
         objects: Vec::new(),
         entry_keys: Default::default(),
+        key_order: [u8::MAX; 16],
         marked: Vec::new(),
         rest: Vec::new(),
+        fast,
     };
     m.run().map_err(|e| match m.input.error.take() {
         Some(io) => PickleError {
@@ -256,8 +274,11 @@ impl Machine<'_> {
                     m.extend_seq(list)?;
                 }
                 b'}' => {
-                    let id = m.alloc(Object::Dict(Vec::new()));
-                    m.push(Value::Dict(id));
+                    // Nearly always a history entry, read whole where it can be.
+                    if !(m.fast && m.entry()) {
+                        let id = m.alloc(Object::Dict(Vec::new()));
+                        m.push(Value::Dict(id));
+                    }
                 }
                 b'd' => {
                     m.pop_mark()?;
@@ -530,6 +551,7 @@ impl Machine<'_> {
         let Some(e) = entry::compact(
             &self.objects,
             &mut self.entry_keys,
+            &mut self.key_order,
             pairs.iter().copied(),
             &mut self.rest,
         ) else {
@@ -556,8 +578,13 @@ impl Machine<'_> {
             return false;
         }
         let pairs = self.marked.chunks_exact(2).map(|c| (c[0], c[1]));
-        let Some(e) = entry::compact(&self.objects, &mut self.entry_keys, pairs, &mut self.rest)
-        else {
+        let Some(e) = entry::compact(
+            &self.objects,
+            &mut self.entry_keys,
+            &mut self.key_order,
+            pairs,
+            &mut self.rest,
+        ) else {
             return false;
         };
         match self.with_rest(e) {
@@ -600,6 +627,34 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// The `EMPTY_DICT` just read and what follows it, read in one step where it is a
+    /// history entry as `fast.rs` knows it: the same objects, memo and stack as the
+    /// opcodes one by one would leave. False, with nothing read, where it is not one.
+    fn entry(&mut self) -> bool {
+        let bytes = self.input.peek(fast::MAX_BYTES);
+        let Some((len, put, e)) = fast::scan(
+            bytes,
+            &self.memo,
+            self.memo_len,
+            &self.entry_keys,
+            &self.key_order,
+        ) else {
+            return false;
+        };
+        self.input.advance(len);
+        let id = self.alloc(Object::Entry(e));
+        let put = match put {
+            Some(fast::Put::Next) => Some(self.memo_len),
+            Some(fast::Put::At(i)) => Some(i),
+            None => None,
+        };
+        if let Some(i) = put {
+            self.memo_set(i, Value::Dict(id));
+        }
+        self.push(Value::Dict(id));
+        true
+    }
+
     fn get(&mut self, i: usize) -> R<()> {
         match self.memo.get(i).or_else(|| self.sparse.get(&i)).copied() {
             Some(v) => {
@@ -612,15 +667,21 @@ impl Machine<'_> {
 
     fn put(&mut self, i: usize) -> R<()> {
         let v = self.peek()?;
+        self.memo_set(i, v);
+        Ok(())
+    }
+
+    fn memo_set(&mut self, i: usize, v: Value) {
         if i < self.memo.len() {
             self.memo[i] = v;
         } else if i == self.memo.len() {
-            self.memo_len += self.sparse.remove(&i).is_none() as usize;
+            // Nearly always empty: a look-up per memo entry is worth sparing.
+            let was_sparse = !self.sparse.is_empty() && self.sparse.remove(&i).is_some();
+            self.memo_len += !was_sparse as usize;
             self.memo.push(v);
         } else {
             self.memo_len += self.sparse.insert(i, v).is_none() as usize;
         }
-        Ok(())
     }
 }
 

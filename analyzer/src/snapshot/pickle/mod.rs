@@ -17,12 +17,13 @@ use std::borrow::Cow;
 use std::fmt;
 
 pub mod entry;
+mod fast;
 mod input;
 mod machine;
 mod text;
 
 pub use entry::Entry;
-pub use machine::{parse, parse_reader};
+pub use machine::{parse, parse_opcode_by_opcode, parse_reader};
 
 /// One value of the pickle. Containers and strings are indices into `Pickle::objects`.
 #[derive(Clone, Copy, Debug, PartialEq)]
