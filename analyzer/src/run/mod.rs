@@ -10,6 +10,7 @@
 mod beside;
 pub mod devices;
 mod ends;
+mod feed;
 mod files;
 mod hook_ooms;
 mod progress;
@@ -19,7 +20,6 @@ pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
 use crate::input;
 use crate::model::{Change, ProcessModel};
-use crate::snapshot::events::SnapshotEvents;
 use progress::Progress;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -86,7 +86,7 @@ struct Source {
 #[allow(clippy::large_enum_variant)]
 enum Events {
     Trace(TraceReader<Box<dyn std::io::Read + Send>>),
-    Snapshot(SnapshotEvents),
+    Snapshot(feed::Feed),
     /// A hook snapshot's tensors joining a traced process.
     Beside(beside::Beside),
 }
@@ -128,6 +128,8 @@ impl Run {
             .collect();
         let mut opened =
             snapshots::open_all(&snapshot_files, crate::views::stacks::all_frames()).into_iter();
+        // Threads making large snapshots' events beside the replay: one per other CPU.
+        let mut feed_threads = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
         for (file, is_snapshot) in files.into_iter().zip(is_snapshot) {
             if is_snapshot {
                 let events = opened
@@ -135,12 +137,15 @@ impl Run {
                     .unwrap_or_else(|| Err(format!("{}: not read", file.display())));
                 match events {
                     Ok(snap) => {
+                        let threaded =
+                            feed_threads > 0 && snap.history_entries() >= feed::THREAD_ENTRIES;
+                        feed_threads -= threaded as usize;
                         notes.extend(snap.notes.iter().cloned());
                         let mut model = ProcessModel::new(file, snap.header.clone());
                         model.history_truncated = snap.history_truncated.clone();
                         processes.push(model);
                         sources.push(Source {
-                            events: Events::Snapshot(snap),
+                            events: Events::Snapshot(feed::Feed::new(snap, threaded)),
                             next: None,
                             process: sources.len(),
                         });
@@ -295,9 +300,9 @@ impl Run {
                     model.stacks = std::mem::take(&mut reader.stacks);
                     model.names = std::mem::take(&mut reader.names).into_iter().collect();
                 }
-                Events::Snapshot(snap) => {
-                    model.notes.end = Some(snap.end());
-                    model.stacks = std::mem::take(&mut snap.stacks);
+                Events::Snapshot(feed) => {
+                    model.notes.end = feed.end();
+                    model.stacks = feed.take_stacks();
                 }
                 Events::Beside(_) => {}
             }

@@ -225,6 +225,24 @@ impl SnapshotEvents {
         }
     }
 
+    /// The stacks the events read so far point at (all of them once `next_event` has
+    /// returned `None`), taken.
+    pub fn take_stacks(&mut self) -> StackTable {
+        if self.ended {
+            std::mem::take(&mut self.stacks)
+        } else {
+            std::mem::take(&mut self.builder.stacks)
+        }
+    }
+
+    /// History entries in all, over the devices (before the first `next_event`).
+    pub fn history_entries(&self) -> usize {
+        self.devices
+            .iter()
+            .map(|c| entries(&self.pickle, c.list).len())
+            .sum()
+    }
+
     /// The end record a snapshot stands for: it was written whole.
     pub fn end(&self) -> End {
         End {

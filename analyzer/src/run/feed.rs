@@ -1,0 +1,159 @@
+//! A large snapshot's events made on a thread of their own, in batches, while the replay
+//! runs on the caller's: turning history entries into events (frames into stacks, block
+//! sizes off the segments' layout) costs about what replaying them does, so the two
+//! overlap as a trace's parsing and replay do. Small snapshots, and those past the first
+//! few of a run, are read inline: a thread and its batches per file would cost more than
+//! they save on a directory of thousands.
+
+use crate::snapshot::events::SnapshotEvents;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::thread::JoinHandle;
+use vramtrace_schema::{End, Event, StackTable};
+
+/// Events per batch, and batches made ahead of the replay: a few MB per snapshot.
+const BATCH: usize = 4096;
+const AHEAD: usize = 2;
+
+/// Below this many history entries a snapshot is read inline.
+pub const THREAD_ENTRIES: usize = 1 << 16;
+
+pub struct Feed {
+    state: State,
+    /// Events handed out, and the time of the last: what the end record says, whatever the
+    /// thread read ahead.
+    count: u64,
+    last_t: Option<u64>,
+}
+
+enum State {
+    Inline(Box<SnapshotEvents>),
+    Thread {
+        batch: std::vec::IntoIter<Event>,
+        batches: Receiver<Vec<Event>>,
+        thread: JoinHandle<Option<SnapshotEvents>>,
+    },
+    /// The thread is joined: the source, for its stacks and end.
+    Joined(Box<SnapshotEvents>),
+    /// Between states in `finish`, or a thread that never received its source.
+    Moving,
+}
+
+impl Feed {
+    /// Reads `snap` on a thread of its own where `threaded` and a thread can be started,
+    /// inline otherwise.
+    pub fn new(snap: SnapshotEvents, threaded: bool) -> Feed {
+        let state = if threaded {
+            spawn(snap)
+        } else {
+            State::Inline(Box::new(snap))
+        };
+        Feed {
+            state,
+            count: 0,
+            last_t: None,
+        }
+    }
+
+    pub fn next_event(&mut self) -> Option<Event> {
+        let e = match &mut self.state {
+            State::Inline(snap) => snap.next_event(),
+            State::Thread { batch, batches, .. } => loop {
+                if let Some(e) = batch.next() {
+                    break Some(e);
+                }
+                match batches.recv() {
+                    Ok(b) => *batch = b.into_iter(),
+                    Err(_) => {
+                        self.finish();
+                        break None;
+                    }
+                }
+            },
+            State::Joined(_) | State::Moving => None,
+        };
+        if let Some(e) = &e {
+            self.count += 1;
+            self.last_t = Some(e.t);
+        }
+        e
+    }
+
+    /// The source once its thread is over: stopped where the replay stopped reading.
+    fn finish(&mut self) {
+        if !matches!(self.state, State::Thread { .. }) {
+            return;
+        }
+        let State::Thread { thread, .. } = std::mem::replace(&mut self.state, State::Moving) else {
+            return;
+        };
+        // The receiver went with the state above: a thread waiting to send stops.
+        self.state = match thread.join() {
+            Ok(Some(snap)) => State::Joined(Box::new(snap)),
+            Ok(None) => State::Moving,
+            // A panic there is one here, as it was when the events were read here.
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+    }
+
+    fn source(&mut self) -> Option<&mut SnapshotEvents> {
+        self.finish();
+        match &mut self.state {
+            State::Inline(snap) | State::Joined(snap) => Some(snap),
+            _ => None,
+        }
+    }
+
+    /// The stacks of the events handed out, taken.
+    pub fn take_stacks(&mut self) -> StackTable {
+        self.source().map(|s| s.take_stacks()).unwrap_or_default()
+    }
+
+    /// The end record: as the source's, counting the events handed out.
+    pub fn end(&mut self) -> Option<End> {
+        let (count, last_t) = (self.count, self.last_t);
+        let mut end = self.source()?.end();
+        end.events = count;
+        if let Some(t) = last_t {
+            end.t = t;
+        }
+        Some(end)
+    }
+}
+
+/// `snap` read on a new thread; inline where none can be started.
+fn spawn(snap: SnapshotEvents) -> State {
+    let (give, take) = sync_channel::<SnapshotEvents>(1);
+    let (send, batches) = sync_channel::<Vec<Event>>(AHEAD);
+    let started = std::thread::Builder::new()
+        .name("snapshot-events".into())
+        .spawn(move || {
+            // The source comes through a channel so that it stays here if no thread starts.
+            let mut snap = take.recv().ok()?;
+            loop {
+                let mut batch = Vec::with_capacity(BATCH);
+                while batch.len() < BATCH {
+                    match snap.next_event() {
+                        Some(e) => batch.push(e),
+                        None => break,
+                    }
+                }
+                let last = batch.len() < BATCH;
+                // A closed receiver: the replay stopped reading.
+                if (!batch.is_empty() && send.send(batch).is_err()) || last {
+                    return Some(snap);
+                }
+            }
+        });
+    match started {
+        // The thread holds its receiver until the source arrives: this send is taken.
+        Ok(thread) => match give.send(snap) {
+            Ok(()) => State::Thread {
+                batch: Vec::new().into_iter(),
+                batches,
+                thread,
+            },
+            Err(back) => State::Inline(Box::new(back.0)),
+        },
+        Err(_) => State::Inline(Box::new(snap)),
+    }
+}
