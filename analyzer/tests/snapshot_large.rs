@@ -86,14 +86,28 @@ for e in trace:
         reserved += e["size"]; peak_reserved = max(peak_reserved, reserved)
     if live > peak:
         peak, at_peak = live, dict(alive)
-by = {}
-for size, frames in at_peak.values():
-    if who(frames):
-        by[who(frames)] = by.get(who(frames), 0) + size
-top = max(by.items(), key=lambda kv: kv[1])
+def top_of(tensors):
+    by = {}
+    for size, frames in tensors.values():
+        if who(frames):
+            by[who(frames)] = by.get(who(frames), 0) + size
+    return max(by.items(), key=lambda kv: kv[1])
+top = top_of(at_peak)
+# The live set halfway through the history: every entry of that microsecond applied.
+mid_us = trace[len(trace) // 2]["time_us"]
+alive = {}
+for e in trace:
+    if e["time_us"] > mid_us:
+        break
+    if e["action"] == "alloc":
+        alive[e["addr"]] = (e["size"], e["frames"])
+    elif e["action"] == "free_completed":
+        alive.pop(e["addr"])
+at = top_of(alive)
 count = lambda *actions: sum(1 for e in trace if e["action"] in actions)
 print(json.dumps([{"entries": len(trace), "peak": peak, "tensors": len(at_peak),
     "function": top[0][0], "file": top[0][1], "function_bytes": top[1], "peak_reserved": peak_reserved,
+    "at_us": mid_us - trace[0]["time_us"], "at_function": at[0][0], "at_bytes": at[1],
     "segment_allocations": count("segment_alloc"),
     "events": count("segment_alloc", "alloc", "free_completed")}]))
 "#;
@@ -150,6 +164,18 @@ fn a_large_history_gives_pythons_figures() {
         assert_eq!(
             d["top_function"]["bytes"], truth["function_bytes"],
             "p{protocol}"
+        );
+        // Halfway (the history read up to then): the same stacks name the tensors.
+        let at = format!("{}us", truth["at_us"]);
+        let peak = json(&["peak", "--json", "--at", &at], &path);
+        let d = &peak["devices"][0];
+        assert_eq!(
+            d["top_function"]["function"], truth["at_function"],
+            "p{protocol} at {at}"
+        );
+        assert_eq!(
+            d["top_function"]["bytes"], truth["at_bytes"],
+            "p{protocol} at {at}"
         );
     }
 }
