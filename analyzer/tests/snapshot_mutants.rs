@@ -71,8 +71,9 @@ fn mutants_of_a_real_snapshot_read_or_fail_without_panicking() {
 }
 
 /// Each real snapshot, and mutants of each, decodes to the same objects with history
-/// entries read in one step as opcode by opcode (the reading Python's `pickle` checks in
-/// the other tests), or fails at the same byte for the same reason.
+/// entries read in one step (in memory, and from a stream read ahead on a thread) as
+/// opcode by opcode (the reading Python's `pickle` checks in the other tests), or fails
+/// at the same byte for the same reason.
 #[test]
 fn entries_read_in_one_step_decode_as_opcode_by_opcode() {
     let dir = fixture().parent().unwrap().to_path_buf();
@@ -92,8 +93,10 @@ fn entries_read_in_one_step_decode_as_opcode_by_opcode() {
             };
             let one_step = format!("{:?}", pickle::parse(&m));
             let by_opcode = format!("{:?}", pickle::parse_opcode_by_opcode(&m));
+            // Read ahead on a thread, as files are.
+            let ahead = format!("{:?}", pickle::parse_reader(&mut m.as_slice()));
             assert!(
-                one_step == by_opcode,
+                one_step == by_opcode && ahead == by_opcode,
                 "{}: mutant {i} decodes differently",
                 path.display()
             );

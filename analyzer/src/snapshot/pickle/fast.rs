@@ -1,23 +1,29 @@
 //! The history entry as protocols 2-5 write it, read in one step: `EMPTY_DICT`, a memo
 //! put, `MARK`, keys that are memo references to the key strings, each followed by a
-//! memo reference, a small integer or `None`, and `SETITEMS`. A snapshot is millions of
-//! these, and reading one through the stack machine costs 16 opcodes' worth of pushes,
-//! pops, a MARK search and a key search per key.
+//! memo reference or a small integer, and `SETITEMS`. A snapshot is millions of these,
+//! and reading one through the stack machine costs 16 opcodes' worth of pushes, pops, a
+//! MARK search and a key search per key.
 //!
-//! [`scan`] only looks: it returns `None` for anything else (a literal string, a new
-//! frame list, a key in another order than the entry before, a value of another kind, the
-//! end of the window), and the machine then runs the same bytes opcode by opcode. What
-//! it returns is what the machine would have made of those bytes, so both paths decode
-//! a file to the same objects.
+//! In two steps, so that the first can run ahead on a thread of its own (`ahead.rs`):
+//! [`scan`] reads the bytes into a [`Raw`] entry (memo references as indices), knowing
+//! nothing of the memo; [`resolve`] looks the references up when the machine reaches
+//! that `EMPTY_DICT`. Either gives up (`None`) on anything else (a literal string, a new
+//! frame list, a key in another order than the entry before, a value of another kind),
+//! and the machine then runs the same bytes opcode by opcode. What they give is what the
+//! machine would have made of those bytes, so both paths decode a file to the same
+//! objects.
 
 use super::entry::{Entry, KeyIds};
 use super::Value;
 
-/// The most bytes one entry read here takes: 16 keys and values of at most 10 bytes.
-pub const MAX_BYTES: usize = 400;
+/// The most bytes after `EMPTY_DICT` one entry read here takes: 8 keys and values of at
+/// most 10 bytes each, the put, MARK and SETITEMS.
+pub const MAX_BYTES: usize = 200;
+/// The most keys of an entry read here (PyTorch writes 6 or 7).
+const MAX_KEYS: usize = 8;
 
 /// Where the dict is put in the memo.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub enum Put {
     /// `MEMOIZE`: at the memo's length.
     Next,
@@ -25,98 +31,135 @@ pub enum Put {
     At(usize),
 }
 
-/// Reads the bytes after an `EMPTY_DICT` (`b`) as a history entry whose keys are the
-/// objects `keys` holds, in the slots `order` gives (the entry before's). Returns the
-/// bytes read, the memo put and the entry; `None` when the bytes are anything else, with
-/// nothing consumed.
-pub fn scan(
-    b: &[u8],
-    memo: &[Value],
-    memo_len: usize,
-    keys: &KeyIds,
-    order: &[u8; 16],
-) -> Option<(usize, Option<Put>, Entry)> {
+/// An entry's bytes read, its memo references not yet looked up.
+#[derive(Clone, Debug)]
+pub struct Raw {
+    /// Offset in the stream of its `EMPTY_DICT`.
+    pub at: usize,
+    /// Bytes after the `EMPTY_DICT`, up to and including `SETITEMS`.
+    pub len: usize,
+    put: Option<Put>,
+    /// Keys and values, alternating: a memo index where bit i of `memo` is set, an integer
+    /// otherwise.
+    items: [i64; 2 * MAX_KEYS],
+    memo: u16,
+    count: u8,
+}
+
+/// Reads the bytes after an `EMPTY_DICT` at stream offset `at` (`b`, which holds at
+/// least [`MAX_BYTES`] of them where the stream has as many) as an entry's; `None` when
+/// they are not one.
+pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
     let (mut i, put) = match *b.first()? {
         0x94 => (1, Some(Put::Next)),
         b'q' => (2, Some(Put::At(*b.get(1)? as usize))),
         b'r' => (5, Some(Put::At(u32_at(b, 1)? as usize))),
         _ => (0, None),
     };
-    let put_at = match put {
-        Some(Put::Next) => Some(memo_len),
-        Some(Put::At(k)) => Some(k),
-        None => None,
-    };
     if *b.get(i)? != b'(' {
         return None;
     }
     i += 1;
+    let mut raw = Raw {
+        at,
+        len: 0,
+        put,
+        items: [0; 2 * MAX_KEYS],
+        memo: 0,
+        count: 0,
+    };
+    for n in 0..=2 * MAX_KEYS {
+        let op = *b.get(i)?;
+        i += 1;
+        let (item, memo) = match op {
+            // SETITEMS after a value.
+            b'u' if n % 2 == 0 => {
+                raw.len = i;
+                raw.count = n as u8;
+                return Some(raw);
+            }
+            b'h' => {
+                i += 1;
+                (*b.get(i - 1)? as i64, true)
+            }
+            b'j' => {
+                i += 4;
+                (u32_at(b, i - 4)? as i64, true)
+            }
+            // Values only: keys are memo references.
+            _ if n % 2 == 0 => return None,
+            b'K' => {
+                i += 1;
+                (*b.get(i - 1)? as i64, false)
+            }
+            b'M' => {
+                i += 2;
+                (
+                    u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64,
+                    false,
+                )
+            }
+            b'J' => {
+                i += 4;
+                (u32_at(b, i - 4)? as i32 as i64, false)
+            }
+            0x8a => {
+                let len = *b.get(i)? as usize;
+                if len > 8 {
+                    return None;
+                }
+                let bytes = b.get(i + 1..i + 1 + len)?;
+                i += 1 + len;
+                (signed(bytes), false)
+            }
+            _ => return None,
+        };
+        *raw.items.get_mut(n)? = item;
+        raw.memo |= (memo as u16) << n;
+    }
+    None
+}
+
+/// `raw` as the entry it is, its references looked up in `memo` (of `memo_len` distinct
+/// indices) and its keys the objects `keys` holds in the slots `order` gives (the entry
+/// before's); `None` where anything differs.
+pub fn resolve(
+    raw: &Raw,
+    memo: &[Value],
+    memo_len: usize,
+    keys: &KeyIds,
+    order: &[u8; 16],
+) -> Option<(Option<Put>, Entry)> {
+    let put_at = match raw.put {
+        Some(Put::Next) => Some(memo_len),
+        Some(Put::At(k)) => Some(k),
+        None => None,
+    };
     // A memo entry as it is before the put: one naming the dict itself is left to the
     // machine, which puts first.
-    let get = |k: usize| {
+    let item = |n: usize| {
+        let v = raw.items[n];
+        if raw.memo & (1 << n) == 0 {
+            return Some(Value::Int(v));
+        }
+        let k = v as usize;
         if Some(k) == put_at {
             return None;
         }
         memo.get(k).copied()
     };
     let mut e = Entry::empty();
-    for &slot in order {
-        let key = match *b.get(i)? {
-            b'u' => return e.complete().then_some((i + 1, put, e)),
-            b'h' => {
-                i += 2;
-                get(*b.get(i - 1)? as usize)?
-            }
-            b'j' => {
-                i += 5;
-                get(u32_at(b, i - 4)? as usize)?
-            }
-            _ => return None,
-        };
+    for (pair, &slot) in order.iter().enumerate().take(raw.count as usize / 2) {
         let slot = slot as usize;
-        match (key, keys.get(slot)) {
+        match (item(2 * pair)?, keys.get(slot)) {
             (Value::Str(kid), Some(&Some(known))) if kid == known && !e.has(slot) => {}
             _ => return None,
         }
-        let op = *b.get(i)?;
-        i += 1;
-        let v = match op {
-            b'h' => {
-                i += 1;
-                get(*b.get(i - 1)? as usize)?
-            }
-            b'j' => {
-                i += 4;
-                get(u32_at(b, i - 4)? as usize)?
-            }
-            b'K' => {
-                i += 1;
-                Value::Int(*b.get(i - 1)? as i64)
-            }
-            b'M' => {
-                i += 2;
-                Value::Int(u16::from_le_bytes(b.get(i - 2..i)?.try_into().ok()?) as i64)
-            }
-            b'J' => {
-                i += 4;
-                Value::Int(u32_at(b, i - 4)? as i32 as i64)
-            }
-            0x8a => {
-                let n = *b.get(i)? as usize;
-                if n > 8 {
-                    return None;
-                }
-                let bytes = b.get(i + 1..i + 1 + n)?;
-                i += 1 + n;
-                Value::Int(signed(bytes))
-            }
-            _ => return None,
-        };
-        if !e.set(slot, v) {
+        if !e.set(slot, item(2 * pair + 1)?) {
             return None;
         }
     }
-    None
+    e.complete().then_some((raw.put, e))
 }
 
 fn u32_at(b: &[u8], i: usize) -> Option<u32> {

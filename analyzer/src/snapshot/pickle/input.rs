@@ -1,13 +1,21 @@
 //! The bytes of a pickle, read from a stream a window at a time: a snapshot of 2 GB is
 //! never held whole in memory, only the objects decoded from it.
 
+use super::ahead::Ahead;
+use super::fast::Raw;
 use std::io::Read;
 
 /// The least read from the stream at once.
 const CHUNK: usize = 1 << 16;
 
+/// Where the bytes come from: the stream itself, or the thread reading it ahead.
+pub enum Source<'r> {
+    Stream(&'r mut dyn Read),
+    Ahead(Ahead),
+}
+
 pub struct Input<'r> {
-    reader: &'r mut dyn Read,
+    source: Source<'r>,
     buf: Vec<u8>,
     /// The unread bytes are `buf[start..end]`.
     start: usize,
@@ -19,14 +27,27 @@ pub struct Input<'r> {
 }
 
 impl<'r> Input<'r> {
-    pub fn new(reader: &'r mut dyn Read) -> Input<'r> {
+    pub fn new(source: Source<'r>) -> Input<'r> {
         Input {
-            reader,
+            source,
             buf: Vec::new(),
             start: 0,
             end: 0,
             base: 0,
             error: None,
+        }
+    }
+
+    /// Whether a thread reads the stream ahead, scanning history entries.
+    pub fn is_ahead(&self) -> bool {
+        matches!(self.source, Source::Ahead(_))
+    }
+
+    /// The history entry the thread reading ahead scanned at stream offset `at`.
+    pub fn raw_at(&mut self, at: usize) -> Option<&Raw> {
+        match &mut self.source {
+            Source::Ahead(ahead) => ahead.raw_at(at),
+            Source::Stream(_) => None,
         }
     }
 
@@ -58,7 +79,12 @@ impl<'r> Input<'r> {
             if self.buf.len() < self.end + want {
                 self.buf.resize(self.end + want, 0);
             }
-            match self.reader.read(&mut self.buf[self.end..]) {
+            let into = &mut self.buf[self.end..];
+            let got = match &mut self.source {
+                Source::Stream(reader) => reader.read(into),
+                Source::Ahead(ahead) => ahead.read(into),
+            };
+            match got {
                 Ok(0) => return false,
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -1,12 +1,15 @@
 //! The pickle machine: one opcode at a time, onto a stack, a memo and the object arena.
 
+use super::ahead::{self, Ahead};
 use super::entry::{self, KeyIds};
 use super::fast;
-use super::input::Input;
+use super::input::{Input, Source};
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
 use crate::model::Map;
 use std::io::Read;
+use std::sync::mpsc::sync_channel;
+use std::sync::Mutex;
 
 /// An item of the machine's stack: a value, or a MARK.
 #[derive(Clone, Copy)]
@@ -44,24 +47,49 @@ type R<T> = Result<T, PickleError>;
 /// Reads a whole pickle from memory. Stops at the first code-carrying opcode, unknown
 /// opcode or malformed argument, with the offset of that opcode.
 pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
-    parse_reader(&mut { data })
+    parse_with(Source::Stream(&mut { data }), true)
 }
 
-/// Reads a pickle from a stream, up to its STOP opcode. A read error is reported at the
-/// offset where it happened.
-pub fn parse_reader(reader: &mut dyn Read) -> Result<Pickle, PickleError> {
-    parse_with(reader, true)
+/// Reads a pickle from a stream, up to its STOP opcode, the stream read ahead on a thread
+/// of its own (`ahead.rs`). A read error is reported at the offset where it happened.
+pub fn parse_reader(reader: &mut (dyn Read + Send)) -> Result<Pickle, PickleError> {
+    parse_ahead(reader, ahead::CHUNK)
+}
+
+fn parse_ahead(reader: &mut (dyn Read + Send), chunk: usize) -> Result<Pickle, PickleError> {
+    // Taken by the thread, or back here when no thread starts.
+    let lent = Mutex::new(Some(reader));
+    std::thread::scope(|scope| {
+        let (send, chunks) = sync_channel(ahead::AHEAD);
+        let started = std::thread::Builder::new()
+            .name("snapshot-read".into())
+            .spawn_scoped(scope, || {
+                if let Some(reader) = lent.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    ahead::read(reader, send, chunk);
+                }
+            });
+        let stream = match started {
+            Ok(_) => None,
+            Err(_) => lent.lock().unwrap_or_else(|e| e.into_inner()).take(),
+        };
+        match stream {
+            Some(reader) => parse_with(Source::Stream(reader), true),
+            // The machine, and the receiver with it, is dropped before the scope joins
+            // the thread: a thread waiting to send then stops.
+            None => parse_with(Source::Ahead(Ahead::new(chunks)), true),
+        }
+    })
 }
 
 /// [`parse`] opcode by opcode, without the one-step reading of history entries: what
 /// tests compare that reading with.
 pub fn parse_opcode_by_opcode(data: &[u8]) -> Result<Pickle, PickleError> {
-    parse_with(&mut { data }, false)
+    parse_with(Source::Stream(&mut { data }), false)
 }
 
-fn parse_with(reader: &mut dyn Read, fast: bool) -> Result<Pickle, PickleError> {
+fn parse_with(source: Source<'_>, fast: bool) -> Result<Pickle, PickleError> {
     let mut m = Machine {
-        input: Input::new(reader),
+        input: Input::new(source),
         at: 0,
         stack: Vec::new(),
         memo: Vec::new(),
@@ -631,9 +659,19 @@ impl Machine<'_> {
     /// history entry as `fast.rs` knows it: the same objects, memo and stack as the
     /// opcodes one by one would leave. False, with nothing read, where it is not one.
     fn entry(&mut self) -> bool {
-        let bytes = self.input.peek(fast::MAX_BYTES);
-        let Some((len, put, e)) = fast::scan(
-            bytes,
+        let scanned;
+        let raw = if self.input.is_ahead() {
+            self.input.raw_at(self.at)
+        } else {
+            scanned = fast::scan(self.input.peek(fast::MAX_BYTES), self.at);
+            scanned.as_ref()
+        };
+        let Some(raw) = raw else {
+            return false;
+        };
+        let len = raw.len;
+        let Some((put, e)) = fast::resolve(
+            raw,
             &self.memo,
             self.memo_len,
             &self.entry_keys,
@@ -641,6 +679,11 @@ impl Machine<'_> {
         ) else {
             return false;
         };
+        // The bytes scanned are the stream's from here (read ahead, they may not all be
+        // in the window yet).
+        if self.input.peek(len).len() < len {
+            return false;
+        }
         self.input.advance(len);
         let id = self.alloc(Object::Entry(e));
         let put = match put {
@@ -705,6 +748,23 @@ mod tests {
     }
 
     const ALLOC: &[u8] = b"X\x05\x00\x00\x00alloc";
+
+    #[test]
+    fn read_ahead_in_small_chunks_it_decodes_as_opcode_by_opcode() {
+        // Entries cut at every place by chunk ends, an entry whose bytes begin in one
+        // chunk and end in the next.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/torch-snapshots/silmont_mem_snapshot.pickle"
+        );
+        let data = std::fs::read(path).unwrap();
+        let expected = format!("{:?}", parse_opcode_by_opcode(&data));
+        for chunk in [1, 7, 64, 201, 1000] {
+            let ahead = format!("{:?}", parse_ahead(&mut data.as_slice(), chunk));
+            assert!(ahead == expected, "chunks of {chunk} bytes");
+        }
+        assert!(expected.contains("Entry("));
+    }
 
     #[test]
     fn an_entry_reads_back_as_the_dict_it_was() {

@@ -16,6 +16,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+mod ahead;
 pub mod entry;
 mod fast;
 mod input;
