@@ -137,25 +137,28 @@ pub fn resolve(
     };
     // A memo entry as it is before the put: one naming the dict itself is left to the
     // machine, which puts first.
-    let item = |n: usize| {
-        let v = raw.items[n];
-        if raw.memo & (1 << n) == 0 {
-            return Some(Value::Int(v));
-        }
-        let k = v as usize;
-        if Some(k) == put_at {
-            return None;
-        }
-        memo.get(k).copied()
+    let get = |k: i64| match usize::try_from(k) {
+        Ok(k) if Some(k) != put_at => memo.get(k).copied(),
+        _ => None,
     };
     let mut e = Entry::empty();
-    for (pair, &slot) in order.iter().enumerate().take(raw.count as usize / 2) {
+    let pairs = raw.count as usize / 2;
+    for (pair, &slot) in order.iter().enumerate().take(pairs) {
         let slot = slot as usize;
-        match (item(2 * pair)?, keys.get(slot)) {
-            (Value::Str(kid), Some(&Some(known))) if kid == known && !e.has(slot) => {}
-            _ => return None,
+        let (key, value) = (raw.items[2 * pair], raw.items[2 * pair + 1]);
+        // Keys are memo references (`scan` takes nothing else).
+        let Some(Value::Str(kid)) = get(key) else {
+            return None;
+        };
+        if keys.get(slot) != Some(&Some(kid)) || e.has(slot) {
+            return None;
         }
-        if !e.set(slot, item(2 * pair + 1)?) {
+        let value = if raw.memo & (2 << (2 * pair)) != 0 {
+            get(value)?
+        } else {
+            Value::Int(value)
+        };
+        if !e.set(slot, value) {
             return None;
         }
     }
