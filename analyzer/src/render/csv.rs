@@ -32,6 +32,9 @@ pub fn timeline(t: &Timeline) -> String {
     o
 }
 
+/// Bytes of rows built before they are written.
+const ROWS_BUFFERED: usize = 1 << 20;
+
 /// Writes every event as a row, with what the process and the whole GPU held after it.
 pub struct EventCsv<W: Write> {
     out: W,
@@ -39,8 +42,9 @@ pub struct EventCsv<W: Write> {
     /// and address (handle for `cuMemCreate`): their frees carry no location, and their
     /// rows take the kind of what they give back from here.
     off_device: Map<(usize, u64), Kind>,
-    /// The row being written, kept to spare an allocation per event.
-    row: Vec<u8>,
+    /// Rows not yet written, written [`ROWS_BUFFERED`] bytes at a time: each is built in
+    /// place here, not copied again into a buffered writer.
+    rows: Vec<u8>,
 }
 
 impl<W: Write> EventCsv<W> {
@@ -51,7 +55,7 @@ impl<W: Write> EventCsv<W> {
         Ok(EventCsv {
             out,
             off_device: Map::default(),
-            row: Vec::with_capacity(256),
+            rows: Vec::with_capacity(ROWS_BUFFERED + 512),
         })
     }
 
@@ -89,8 +93,7 @@ impl<W: Write> EventCsv<W> {
             .map_or(0, |i| s.devices.devices[i].1.reserved);
         // One row for each of millions of events: built in place with itoa, where
         // `write!`'s formatting machinery took most of the export's own time.
-        let row = &mut self.row;
-        row.clear();
+        let row = &mut self.rows;
         seconds(row, s.time);
         let mut number = itoa::Buffer::new();
         let field = |row: &mut Vec<u8>, text: &[u8]| {
@@ -109,10 +112,15 @@ impl<W: Write> EventCsv<W> {
         field(row, number.format(process).as_bytes());
         field(row, number.format(gpu).as_bytes());
         row.push(b'\n');
-        self.out.write_all(row)
+        if row.len() >= ROWS_BUFFERED {
+            self.out.write_all(row)?;
+            row.clear();
+        }
+        Ok(())
     }
 
     pub fn finish(mut self) -> std::io::Result<()> {
+        self.out.write_all(&self.rows)?;
         self.out.flush()
     }
 }
