@@ -216,6 +216,7 @@ impl TimelineBuilder {
     }
 
     /// The index in `slots` of (process, ordinal)'s, added if new.
+    #[inline]
     fn slots_of(&mut self, process: usize, ordinal: i32) -> usize {
         if let Some((at, i)) = self.last {
             if at == (process, ordinal) {
@@ -232,6 +233,7 @@ impl TimelineBuilder {
     }
 
     /// The series of `key`, a key of the process and device of `slots[slot]`.
+    #[inline]
     fn series_in(&mut self, slot: usize, key: Key) -> usize {
         let Some(k) = key.slot() else {
             return self.series_of(key);
@@ -263,6 +265,7 @@ impl TimelineBuilder {
         self.record_at(i, t, value);
     }
 
+    #[inline]
     fn record_at(&mut self, i: usize, t: u64, value: u64) {
         let b = self.bucket(t);
         let s = &mut self.series[i];
@@ -282,6 +285,7 @@ impl TimelineBuilder {
 
     /// The bucket of time `t`, the buckets widened first to cover it. One event records
     /// several series at one time: the division is done once for them all.
+    #[inline]
     fn bucket(&mut self, t: u64) -> usize {
         if let Some((at, b)) = self.at {
             if at == t {
