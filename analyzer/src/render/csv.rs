@@ -4,32 +4,38 @@ use super::escape::csv as field;
 use crate::model::Map;
 use crate::run::Step;
 use crate::views::timeline::Timeline;
-use std::fmt::Write as _;
 use std::io::Write;
 use vramtrace_schema::{Event, Kind, Op};
 
 /// One row per series and bucket.
 pub fn timeline(t: &Timeline) -> String {
-    let mut o = String::from("time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes,layer\n");
+    let mut o: Vec<u8> =
+        b"time_s,scope,host,gpu,pid,rank,device,max_bytes,live_bytes,layer\n".to_vec();
+    let mut number = itoa::Buffer::new();
     for s in &t.series {
+        // What every row of the series repeats, escaped once for them all.
+        let series = format!(
+            ",{},{},{},{},{},{},",
+            s.scope,
+            field(&s.host),
+            field(&s.gpu),
+            s.pid.map(|v| v.to_string()).unwrap_or_default(),
+            s.rank.as_deref().map(field).unwrap_or_default(),
+            s.device.map(|v| v.to_string()).unwrap_or_default(),
+        );
         for p in &s.points {
-            let _ = writeln!(
-                o,
-                "{:.9},{},{},{},{},{},{},{},{},{}",
-                p.time_ns as f64 / 1e9,
-                s.scope,
-                field(&s.host),
-                field(&s.gpu),
-                s.pid.map(|v| v.to_string()).unwrap_or_default(),
-                s.rank.as_deref().map(field).unwrap_or_default(),
-                s.device.map(|v| v.to_string()).unwrap_or_default(),
-                p.max_bytes,
-                p.live_bytes,
-                s.layer
-            );
+            seconds(&mut o, p.time_ns);
+            o.extend_from_slice(series.as_bytes());
+            o.extend_from_slice(number.format(p.max_bytes).as_bytes());
+            o.push(b',');
+            o.extend_from_slice(number.format(p.live_bytes).as_bytes());
+            o.push(b',');
+            o.extend_from_slice(s.layer.as_bytes());
+            o.push(b'\n');
         }
     }
-    o
+    // Only ASCII digits and punctuation were added to the escaped (UTF-8) fields.
+    String::from_utf8(o).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Bytes of rows built before they are written.
