@@ -22,9 +22,16 @@ struct Live {
     stack: u64,
 }
 
-/// An entry before its frames are known (stacks are complete once the run is read).
+/// An entry before its frames are known (stacks are complete once the run is read). Every
+/// event of the run passes through one, and up to `max_entries` per device are held: it
+/// is kept small and plain, and becomes a [`TraceEntry`] only if it is kept to the end.
+#[derive(Clone, Copy)]
 struct Pending {
-    entry: TraceEntry,
+    action: EntryAction,
+    addr: u64,
+    size: u64,
+    stream: u64,
+    time_us: i64,
     process: usize,
     stack: u64,
     /// For an `oom` entry, the process's failure it is (where the model kept it): its
@@ -33,16 +40,49 @@ struct Pending {
     failure: Option<usize>,
 }
 
+/// The actions of the entries this export writes.
+#[derive(Clone, Copy)]
+enum EntryAction {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    Oom,
+}
+
+impl EntryAction {
+    fn action(self) -> Action {
+        match self {
+            EntryAction::Alloc => Action::Alloc,
+            EntryAction::FreeRequested => Action::FreeRequested,
+            EntryAction::FreeCompleted => Action::FreeCompleted,
+            EntryAction::SegmentAlloc => Action::SegmentAlloc,
+            EntryAction::SegmentFree => Action::SegmentFree,
+            EntryAction::Oom => Action::Oom,
+        }
+    }
+}
+
+/// One device's newest entries, and how many older ones were left out.
+struct DeviceTrace {
+    dev: i32,
+    entries: VecDeque<Pending>,
+    dropped: u64,
+}
+
 pub struct MemoryVizBuilder {
     /// 0: no limit.
     max_entries: usize,
-    /// Entries left out per device (the oldest).
-    dropped: Map<i32, u64>,
     /// Device allocations (segments) and annotated blocks, per process, by address.
     segments: Vec<Map<u64, Live>>,
     blocks: Vec<Map<u64, Live>>,
     annotated: Vec<bool>,
-    entries: Map<i32, VecDeque<Pending>>,
+    /// Per device, by the index in `traces` of its ordinal; `last` is the device of the
+    /// previous entry, which the next one mostly shares.
+    traces: Vec<DeviceTrace>,
+    trace_index: Map<i32, usize>,
+    last: Option<(i32, usize)>,
     /// `--layer reserved`: annotated blocks are left out, every allocation is one block.
     reserved_only: bool,
 }
@@ -51,11 +91,12 @@ impl MemoryVizBuilder {
     pub fn new(max_entries: usize) -> Self {
         MemoryVizBuilder {
             max_entries,
-            dropped: Map::default(),
             segments: Vec::new(),
             blocks: Vec::new(),
             annotated: Vec::new(),
-            entries: Map::default(),
+            traces: Vec::new(),
+            trace_index: Map::default(),
+            last: None,
             reserved_only: false,
         }
     }
@@ -69,39 +110,49 @@ impl MemoryVizBuilder {
         }
     }
 
-    fn push(&mut self, dev: i32, process: usize, stack: u64, entry: TraceEntry) {
-        let q = self.entries.entry(dev).or_default();
-        if self.max_entries > 0 && q.len() == self.max_entries {
-            q.pop_front();
-            *self.dropped.entry(dev).or_default() += 1;
+    /// The index in `traces` of device `dev`'s, added if new.
+    fn trace_of(&mut self, dev: i32) -> usize {
+        if let Some((at, i)) = self.last {
+            if at == dev {
+                return i;
+            }
         }
-        q.push_back(Pending {
-            entry,
-            process,
-            stack,
-            failure: None,
-        });
+        let next = self.traces.len();
+        let i = *self.trace_index.entry(dev).or_insert(next);
+        if i == next {
+            self.traces.push(DeviceTrace {
+                dev,
+                entries: VecDeque::new(),
+                dropped: 0,
+            });
+        }
+        self.last = Some((dev, i));
+        i
+    }
+
+    fn push(&mut self, dev: i32, entry: Pending) {
+        let i = self.trace_of(dev);
+        let trace = &mut self.traces[i];
+        if self.max_entries > 0 && trace.entries.len() == self.max_entries {
+            trace.entries.pop_front();
+            trace.dropped += 1;
+        }
+        trace.entries.push_back(entry);
     }
 
     /// A free as the viewer shows one: requested, then completed.
-    fn push_free(
-        &mut self,
-        dev: i32,
-        process: usize,
-        stack: u64,
-        entry: impl Fn(Action) -> TraceEntry,
-    ) {
-        for action in [Action::FreeRequested, Action::FreeCompleted] {
-            self.push(dev, process, stack, entry(action));
+    fn push_free(&mut self, dev: i32, entry: impl Fn(EntryAction) -> Pending) {
+        for action in [EntryAction::FreeRequested, EntryAction::FreeCompleted] {
+            self.push(dev, entry(action));
         }
     }
 
     /// Per device, in ordinal order: (device, entries kept, entries left out).
     pub fn entry_counts(&self) -> Vec<(i32, usize, u64)> {
         let mut out: Vec<(i32, usize, u64)> = self
-            .entries
+            .traces
             .iter()
-            .map(|(&dev, q)| (dev, q.len(), self.dropped.get(&dev).copied().unwrap_or(0)))
+            .map(|t| (t.dev, t.entries.len(), t.dropped))
             .collect();
         out.sort_unstable();
         out
@@ -119,25 +170,26 @@ impl MemoryVizBuilder {
             self.annotated.resize(p + 1, false);
         }
         let e = s.event;
-        let time_us = Some((s.model.header.start_unix_ns.saturating_add(e.t) / 1000) as i64);
-        let entry = |action: Action, addr: u64, size: u64| TraceEntry {
+        let time_us = (s.model.header.start_unix_ns.saturating_add(e.t) / 1000) as i64;
+        let entry = |action: EntryAction, addr: u64, size: u64, stack: u64| Pending {
             action,
             addr,
             size,
             stream: e.stream.unwrap_or(0),
             time_us,
-            device_free: None,
-            extra: Default::default(),
-            frames: Vec::new(),
+            process: p,
+            stack,
+            failure: None,
         };
         let device_memory = e.kind().is_device_memory();
         match e.api.op() {
             Op::Alloc if device_memory && !e.ok() => {
-                self.push(e.dev, p, e.stack, entry(Action::Oom, 0, e.size));
                 let kept = s.model.failures.len() as u64 == s.model.counts.failed_allocations;
-                if let Some(last) = self.entries.get_mut(&e.dev).and_then(|q| q.back_mut()) {
-                    last.failure = kept.then(|| s.model.failures.len() - 1);
-                }
+                let oom = Pending {
+                    failure: kept.then(|| s.model.failures.len() - 1),
+                    ..entry(EntryAction::Oom, 0, e.size, e.stack)
+                };
+                self.push(e.dev, oom);
             }
             Op::Alloc if device_memory => {
                 let live = Live {
@@ -146,27 +198,19 @@ impl MemoryVizBuilder {
                     stack: e.stack,
                 };
                 self.segments[p].insert(e.addr, live);
-                self.push(
-                    e.dev,
-                    p,
-                    e.stack,
-                    entry(Action::SegmentAlloc, e.addr, e.size),
-                );
+                let segment = entry(EntryAction::SegmentAlloc, e.addr, e.size, e.stack);
+                self.push(e.dev, segment);
                 if !self.annotated[p] {
-                    self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
+                    self.push(e.dev, entry(EntryAction::Alloc, e.addr, e.size, e.stack));
                 }
             }
             Op::Free if e.ok() => {
                 if let Some(seg) = self.segments[p].remove(&e.addr) {
                     if !self.annotated[p] {
-                        self.push_free(seg.dev, p, seg.stack, |a| entry(a, e.addr, seg.size));
+                        self.push_free(seg.dev, |a| entry(a, e.addr, seg.size, seg.stack));
                     }
-                    self.push(
-                        seg.dev,
-                        p,
-                        e.stack,
-                        entry(Action::SegmentFree, e.addr, seg.size),
-                    );
+                    let segment = entry(EntryAction::SegmentFree, e.addr, seg.size, e.stack);
+                    self.push(seg.dev, segment);
                 }
             }
             Op::BlockAlloc if !self.reserved_only => {
@@ -177,11 +221,11 @@ impl MemoryVizBuilder {
                     stack: e.stack,
                 };
                 self.blocks[p].insert(e.addr, live);
-                self.push(e.dev, p, e.stack, entry(Action::Alloc, e.addr, e.size));
+                self.push(e.dev, entry(EntryAction::Alloc, e.addr, e.size, e.stack));
             }
             Op::BlockFree if !self.reserved_only => {
                 if let Some(b) = self.blocks[p].remove(&e.addr) {
-                    self.push_free(b.dev, p, b.stack, |a| entry(a, e.addr, b.size));
+                    self.push_free(b.dev, |a| entry(a, e.addr, b.size, b.stack));
                 }
             }
             _ => {}
@@ -257,22 +301,28 @@ impl MemoryVizBuilder {
             }
         }
         let traces = self
-            .entries
+            .traces
             .into_iter()
-            .map(|(dev, q)| {
-                let entries = q
+            .map(|t| {
+                let entries = t
+                    .entries
                     .into_iter()
                     .map(|pending| TraceEntry {
-                        frames: frames_of(pending.process, pending.stack),
+                        action: pending.action.action(),
+                        addr: pending.addr,
+                        size: pending.size,
+                        stream: pending.stream,
+                        time_us: Some(pending.time_us),
                         device_free: pending
                             .failure
                             .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
                             .and_then(|f| f.driver_at_failure())
                             .map(|d| d.free),
-                        ..pending.entry
+                        frames: frames_of(pending.process, pending.stack),
+                        extra: Default::default(),
                     })
                     .collect();
-                (dev as i64, entries)
+                (t.dev as i64, entries)
             })
             .collect::<Vec<_>>();
         Snapshot::from_segments(segments, traces)

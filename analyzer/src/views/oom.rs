@@ -55,11 +55,13 @@ impl OomWatch {
         if self.meminfo.len() <= step.process {
             self.meminfo.resize(step.process + 1, None);
         }
-        let run_device = step.devices.lookup(step.process, e.dev);
-        let traced = run_device.map_or(0, |i| step.devices.devices[i].1.reserved);
+        // The run device is looked up only for the few events that need it, not for
+        // each of millions of allocations and frees.
+        let run_device = || step.devices.lookup(step.process, e.dev);
         match e.api.op() {
             Op::Meminfo if e.ok() => {
                 if let (Some(free), Some(total)) = (e.free, e.total) {
+                    let traced = run_device().map_or(0, |i| step.devices.devices[i].1.reserved);
                     // vramtrace's own question right after a failure is the driver's
                     // figure at it, for the post-mortem as for the summary (the model
                     // gives it to the failure only when it came right after).
@@ -91,7 +93,7 @@ impl OomWatch {
                 if !e.ok()
                     && step.model.failures.len() as u64 == step.model.counts.failed_allocations =>
             {
-                let others = run_device
+                let others = run_device()
                     .map(|i| groups::per_process(&step.devices.devices[i].1.groups))
                     .unwrap_or_default()
                     .into_iter()

@@ -67,14 +67,53 @@ struct Series {
     buckets: Vec<Bucket>,
 }
 
+impl Key {
+    /// Where [`Slots::series`] keeps this key's series: a process's reserved bytes and
+    /// each of its layers; run devices are few and change rarely, so they have none.
+    fn slot(self) -> Option<usize> {
+        match self {
+            Key::Process(..) => Some(0),
+            Key::Layer(.., layer) => Some(
+                1 + match layer {
+                    Layer::Allocated => 0,
+                    Layer::CachedFree => 1,
+                    Layer::Device => 2,
+                    Layer::InternalFree => 3,
+                    Layer::LargestFreeBlock => 4,
+                    Layer::FreeBlocks => 5,
+                },
+            ),
+            Key::Device(_) => None,
+        }
+    }
+}
+
+/// The series of one process's device, each once first recorded: an event of an
+/// annotated trace records three to six of them, and a hash look-up of each key per event
+/// cost more than the rest of the timeline's work.
+#[derive(Clone, Copy, Default)]
+struct Slots {
+    series: [Option<usize>; 7],
+    /// The bucket in which the largest free block was last taken.
+    largest_taken: Option<u64>,
+}
+
 /// Fed with every step of a replay; [`TimelineBuilder::finish`] gives the view.
 pub struct TimelineBuilder {
     width: u64,
     max_buckets: usize,
+    /// Times below this fall within `max_buckets` of the current width.
+    covered: u64,
     series: Vec<Series>,
     index: Map<Key, usize>,
-    /// The bucket in which each largest-free-block series was last taken.
-    largest_taken: Map<Key, u64>,
+    /// Per (process index, device ordinal), its series found so far; `last` is the
+    /// (process, ordinal) and index in `slots` of the previous step's, since consecutive
+    /// events mostly come from one process and device.
+    slots: Vec<Slots>,
+    slot_index: Map<(usize, i32), usize>,
+    last: Option<((usize, i32), usize)>,
+    /// The last time recorded and its bucket, so that the steps of one event divide once.
+    at: Option<(u64, usize)>,
     /// Steps seen, and live allocations and blocks visited to take the largest free
     /// block: taking it costs a pass over them, so it is taken only while that stays
     /// within [`SAMPLE_VISITS`] per step (a bucket's first change otherwise waits).
@@ -98,9 +137,13 @@ impl TimelineBuilder {
         TimelineBuilder {
             width,
             max_buckets,
+            covered: covered(width, max_buckets),
             series: Vec::new(),
             index: Map::default(),
-            largest_taken: Map::default(),
+            slots: Vec::new(),
+            slot_index: Map::default(),
+            last: None,
+            at: None,
             steps: 0,
             visited: 0,
         }
@@ -116,10 +159,12 @@ impl TimelineBuilder {
             }
             seen_dev = Some(c.dev);
             let live = step.model.devices.get(&c.dev).map_or(0, |d| d.reserved);
-            self.record(Key::Process(step.process, c.dev), step.time, live);
-            if let Some(i) = step.devices.lookup(step.process, c.dev) {
-                let total = step.devices.devices[i].1.reserved;
-                self.record(Key::Device(i), step.time, total);
+            let slot = self.slots_of(step.process, c.dev);
+            let i = self.series_in(slot, Key::Process(step.process, c.dev));
+            self.record_at(i, step.time, live);
+            if let Some(d) = step.devices.lookup(step.process, c.dev) {
+                let total = step.devices.devices[d].1.reserved;
+                self.record(Key::Device(d), step.time, total);
             }
         }
     }
@@ -136,48 +181,73 @@ impl TimelineBuilder {
         let Some(layer) = step.model.layers.devices.get(&e.dev) else {
             return;
         };
+        let p = step.process;
+        let slot = self.slots_of(p, e.dev);
+        let record = |this: &mut Self, layer: Layer, value: u64| {
+            let i = this.series_in(slot, Key::Layer(p, e.dev, layer));
+            this.record_at(i, step.time, value);
+        };
         if sampled {
-            self.record(
-                Key::Layer(step.process, e.dev, Layer::Device),
-                step.time,
-                e.size,
-            );
+            record(self, Layer::Device, e.size);
         }
         if layer.annotated && (annotated || reserved_changed) {
             let reserved = step.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
-            let p = step.process;
-            self.record(
-                Key::Layer(p, e.dev, Layer::Allocated),
-                step.time,
-                layer.allocated,
-            );
+            record(self, Layer::Allocated, layer.allocated);
             let cached = reserved.saturating_sub(layer.allocated);
-            self.record(Key::Layer(p, e.dev, Layer::CachedFree), step.time, cached);
+            record(self, Layer::CachedFree, cached);
             let internal = layer.allocated.saturating_sub(layer.requested);
-            self.record(
-                Key::Layer(p, e.dev, Layer::InternalFree),
-                step.time,
-                internal,
-            );
+            record(self, Layer::InternalFree, internal);
             let bucket = step.time / self.width;
-            let key = Key::Layer(p, e.dev, Layer::LargestFreeBlock);
             let visits = step.model.live_count() as u64;
             let allowed = SAMPLE_VISITS_FREE + SAMPLE_VISITS * self.steps;
-            if self.largest_taken.get(&key) != Some(&bucket) && self.visited + visits <= allowed {
+            if self.slots[slot].largest_taken != Some(bucket) && self.visited + visits <= allowed {
                 self.visited += visits;
                 if let Some(state) = step.model.allocator_state(e.dev) {
-                    self.largest_taken.insert(key, bucket);
-                    self.record(key, step.time, state.largest_free_block_bytes);
-                    let count = Key::Layer(p, e.dev, Layer::FreeBlocks);
-                    self.record(count, step.time, state.free_blocks);
+                    self.slots[slot].largest_taken = Some(bucket);
+                    record(
+                        self,
+                        Layer::LargestFreeBlock,
+                        state.largest_free_block_bytes,
+                    );
+                    record(self, Layer::FreeBlocks, state.free_blocks);
                 }
             }
         }
     }
 
-    fn record(&mut self, key: Key, t: u64, value: u64) {
-        self.cover(t);
-        let b = (t / self.width) as usize;
+    /// The index in `slots` of (process, ordinal)'s, added if new.
+    #[inline]
+    fn slots_of(&mut self, process: usize, ordinal: i32) -> usize {
+        if let Some((at, i)) = self.last {
+            if at == (process, ordinal) {
+                return i;
+            }
+        }
+        let next = self.slots.len();
+        let i = *self.slot_index.entry((process, ordinal)).or_insert(next);
+        if i == next {
+            self.slots.push(Slots::default());
+        }
+        self.last = Some(((process, ordinal), i));
+        i
+    }
+
+    /// The series of `key`, a key of the process and device of `slots[slot]`.
+    #[inline]
+    fn series_in(&mut self, slot: usize, key: Key) -> usize {
+        let Some(k) = key.slot() else {
+            return self.series_of(key);
+        };
+        if let Some(i) = self.slots[slot].series[k] {
+            return i;
+        }
+        let i = self.series_of(key);
+        self.slots[slot].series[k] = Some(i);
+        i
+    }
+
+    /// The series of `key`, added if new.
+    fn series_of(&mut self, key: Key) -> usize {
         let next = self.series.len();
         let i = *self.index.entry(key).or_insert(next);
         if i == next {
@@ -187,6 +257,17 @@ impl TimelineBuilder {
                 buckets: Vec::new(),
             });
         }
+        i
+    }
+
+    fn record(&mut self, key: Key, t: u64, value: u64) {
+        let i = self.series_of(key);
+        self.record_at(i, t, value);
+    }
+
+    #[inline]
+    fn record_at(&mut self, i: usize, t: u64, value: u64) {
+        let b = self.bucket(t);
         let s = &mut self.series[i];
         if s.buckets.len() <= b {
             s.buckets.resize(b + 1, Bucket::default());
@@ -202,9 +283,24 @@ impl TimelineBuilder {
         s.current = value;
     }
 
+    /// The bucket of time `t`, the buckets widened first to cover it. One event records
+    /// several series at one time: the division is done once for them all.
+    #[inline]
+    fn bucket(&mut self, t: u64) -> usize {
+        if let Some((at, b)) = self.at {
+            if at == t {
+                return b;
+            }
+        }
+        self.cover(t);
+        let b = (t / self.width) as usize;
+        self.at = Some((t, b));
+        b
+    }
+
     /// Widens the buckets until time `t` falls within `max_buckets` of them.
     fn cover(&mut self, t: u64) {
-        while t / self.width >= self.max_buckets as u64 {
+        while t >= self.covered && t / self.width >= self.max_buckets as u64 {
             self.coarsen();
         }
     }
@@ -212,6 +308,8 @@ impl TimelineBuilder {
     /// Ten buckets become one.
     fn coarsen(&mut self) {
         self.width *= 10;
+        self.covered = covered(self.width, self.max_buckets);
+        self.at = None;
         for s in &mut self.series {
             let mut carry = 0;
             let mut merged = Vec::with_capacity(s.buckets.len() / 10 + 1);
@@ -240,14 +338,21 @@ impl TimelineBuilder {
     /// The view, with every series running to the run's last event.
     pub fn finish(mut self, run: &Run) -> Timeline {
         // The largest free block as the run ended (buckets take it at their first change).
-        let sampled: Vec<Key> = self.largest_taken.keys().copied().collect();
-        for key in sampled {
-            if let Key::Layer(p, dev, _) = key {
-                if let Some(state) = run.processes[p].allocator_state(dev) {
-                    self.record(key, run.end_time, state.largest_free_block_bytes);
-                    let count = Key::Layer(p, dev, Layer::FreeBlocks);
-                    self.record(count, run.end_time, state.free_blocks);
-                }
+        // (Each record touches its own series, and widening the buckets before or after
+        // one gives the same buckets, so the order of these does not matter.)
+        let mut sampled: Vec<(usize, i32)> = self
+            .slot_index
+            .iter()
+            .filter(|(_, &i)| self.slots[i].largest_taken.is_some())
+            .map(|(&at, _)| at)
+            .collect();
+        sampled.sort_unstable();
+        for (p, dev) in sampled {
+            if let Some(state) = run.processes[p].allocator_state(dev) {
+                let largest = Key::Layer(p, dev, Layer::LargestFreeBlock);
+                self.record(largest, run.end_time, state.largest_free_block_bytes);
+                let count = Key::Layer(p, dev, Layer::FreeBlocks);
+                self.record(count, run.end_time, state.free_blocks);
             }
         }
         // Series run to the last event of any kind, which may lie far past the last
@@ -318,6 +423,12 @@ impl Timeline {
         };
         self.series.retain(|s| keep.contains(&s.layer));
     }
+}
+
+/// The first time past `max_buckets` buckets of `width` (or the end of time: `cover`
+/// then divides to be sure).
+fn covered(width: u64, max_buckets: usize) -> u64 {
+    width.saturating_mul(max_buckets as u64)
 }
 
 fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
