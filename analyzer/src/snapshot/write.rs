@@ -9,29 +9,32 @@
 
 use super::figures::figures_of;
 use super::model::{BlockState, Frame, Segment, Snapshot, TraceEntry};
+use crate::model::Map;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
 const BATCH: usize = 1000;
 
-/// The plain-data values the writer emits.
-enum Py {
+/// The plain-data values the writer emits, borrowing the snapshot's strings and frames.
+enum Py<'a> {
     None,
     Bool(bool),
     Float(f64),
     Int(i128),
-    Str(String),
-    Tuple2(Box<Py>, Box<Py>),
-    List(Vec<Py>),
-    Dict(Vec<(Cow<'static, str>, Py)>),
+    Str(Cow<'a, str>),
+    Tuple2(Box<Py<'a>>, Box<Py<'a>>),
+    List(Vec<Py<'a>>),
+    Dict(Vec<(Cow<'static, str>, Py<'a>)>),
+    /// A frame list, written as dicts of `filename`, `line` and `name` without a value
+    /// made for each: a hundred thousand entries of tens of frames each.
+    Frames(&'a [Frame]),
 }
 
-fn s(v: &str) -> Py {
-    Py::Str(v.to_string())
+fn s(v: &str) -> Py<'_> {
+    Py::Str(Cow::Borrowed(v))
 }
-fn dict(pairs: Vec<(&'static str, Py)>) -> Py {
+fn dict<'a>(pairs: Vec<(&'static str, Py<'a>)>) -> Py<'a> {
     Py::Dict(
         pairs
             .into_iter()
@@ -39,12 +42,12 @@ fn dict(pairs: Vec<(&'static str, Py)>) -> Py {
             .collect(),
     )
 }
-fn int(v: impl Into<i128>) -> Py {
+fn int<'a>(v: impl Into<i128>) -> Py<'a> {
     Py::Int(v.into())
 }
 
 /// JSON (allocator settings) as pickle values.
-fn json(v: &serde_json::Value) -> Py {
+fn json(v: &serde_json::Value) -> Py<'_> {
     use serde_json::Value as J;
     match v {
         J::Null => Py::None,
@@ -64,21 +67,11 @@ fn json(v: &serde_json::Value) -> Py {
     }
 }
 
-fn frames(f: &[Frame]) -> Py {
-    Py::List(
-        f.iter()
-            .map(|fr| {
-                dict(vec![
-                    ("filename", s(&fr.filename)),
-                    ("line", int(fr.line)),
-                    ("name", s(&fr.name)),
-                ])
-            })
-            .collect(),
-    )
+fn frames(f: &[Frame]) -> Py<'_> {
+    Py::Frames(f)
 }
 
-fn segment(device: i64, seg: &Segment) -> Py {
+fn segment(device: i64, seg: &Segment) -> Py<'_> {
     let f = figures_of(std::slice::from_ref(seg));
     let requested: u64 = seg
         .blocks
@@ -121,7 +114,7 @@ fn segment(device: i64, seg: &Segment) -> Py {
     ])
 }
 
-fn entry(e: &TraceEntry) -> Py {
+fn entry(e: &TraceEntry) -> Py<'_> {
     let mut d = vec![("action", s(e.action.name()))];
     if e.action == super::model::Action::Oom {
         d.push(("device_free", int(e.device_free.unwrap_or(0))));
@@ -137,7 +130,7 @@ fn entry(e: &TraceEntry) -> Py {
     dict(d)
 }
 
-fn snapshot(snap: &Snapshot) -> Py {
+fn snapshot(snap: &Snapshot) -> Py<'_> {
     let segments = snap
         .devices
         .iter()
@@ -179,7 +172,7 @@ fn snapshot(snap: &Snapshot) -> Py {
 
 struct Pickler {
     out: Vec<u8>,
-    memo: HashMap<String, u32>,
+    memo: Map<String, u32>,
 }
 
 impl Pickler {
@@ -260,6 +253,23 @@ impl Pickler {
                     self.out.push(b'e');
                 }
             }
+            Py::Frames(frames) => {
+                self.out.push(b']');
+                for chunk in frames.chunks(BATCH) {
+                    self.out.push(b'(');
+                    for f in chunk {
+                        self.out.extend([b'}', b'(']);
+                        self.str("filename");
+                        self.str(&f.filename);
+                        self.str("line");
+                        self.int(f.line.into());
+                        self.str("name");
+                        self.str(&f.name);
+                        self.out.push(b'u');
+                    }
+                    self.out.push(b'e');
+                }
+            }
             Py::Dict(pairs) => {
                 self.out.push(b'}');
                 for chunk in pairs.chunks(BATCH) {
@@ -279,7 +289,7 @@ impl Pickler {
 pub fn memory_viz_bytes(snap: &Snapshot) -> Vec<u8> {
     let mut p = Pickler {
         out: vec![0x80, 4],
-        memo: HashMap::new(),
+        memo: Map::default(),
     };
     p.value(&snapshot(snap));
     p.out.push(b'.');
