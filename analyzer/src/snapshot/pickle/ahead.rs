@@ -104,10 +104,24 @@ impl Ahead {
     /// The entry scanned at stream offset `at`, if one was; those before it are dropped
     /// (the machine has passed them); it goes when a later one is asked for.
     pub fn raw_at(&mut self, at: usize) -> Option<&Raw> {
+        self.pass(at);
+        self.raws.front().filter(|r| r.at == at)
+    }
+
+    /// Drops the entries scanned before stream offset `at`, which the machine will not
+    /// ask for: bytes it has read or is reading as an argument. Without this, entries
+    /// scanned inside a long string (bytes `}(u` over and over) would pile up until the
+    /// next `EMPTY_DICT` the machine runs: some 50 times the string's size.
+    pub fn pass(&mut self, at: usize) {
         while self.raws.front().is_some_and(|r| r.at < at) {
             self.raws.pop_front();
         }
-        self.raws.front().filter(|r| r.at == at)
+    }
+
+    /// Entries scanned and kept.
+    #[cfg(test)]
+    pub fn pending(&self) -> usize {
+        self.raws.len()
     }
 }
 

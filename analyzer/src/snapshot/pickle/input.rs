@@ -82,7 +82,14 @@ impl<'r> Input<'r> {
             let into = &mut self.buf[self.end..];
             let got = match &mut self.source {
                 Source::Stream(reader) => reader.read(into),
-                Source::Ahead(ahead) => ahead.read(into),
+                Source::Ahead(ahead) => {
+                    // The bytes before the n-th unread one are the argument being read
+                    // (or a line's, where `line` fills): no entry starts there.
+                    let passed = (self.base + self.start).saturating_add(n - 1);
+                    let got = ahead.read(into);
+                    ahead.pass(passed);
+                    got
+                }
             };
             match got {
                 Ok(0) => return false,
@@ -146,5 +153,32 @@ impl<'r> Input<'r> {
                 return None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ahead;
+    use super::*;
+
+    #[test]
+    fn entries_scanned_inside_a_long_argument_are_not_kept() {
+        // `}(u` over and over, read as one argument: each is scanned as an entry (of no
+        // keys), and was kept until the machine ran an EMPTY_DICT: 100 MB of them took
+        // 6 GB. Those the read passed are dropped; the last, where the machine may go on,
+        // is kept.
+        let data = b"}(u".repeat(100_000);
+        std::thread::scope(|scope| {
+            let (send, chunks) = std::sync::mpsc::sync_channel(ahead::AHEAD);
+            let mut reader = data.as_slice();
+            scope.spawn(move || ahead::read(&mut reader, send, 4096));
+            let mut input = Input::new(Source::Ahead(Ahead::new(chunks)));
+            assert!(input.take(data.len() - 3).is_ok());
+            let Source::Ahead(a) = &input.source else {
+                unreachable!()
+            };
+            assert!(a.pending() < 4096, "{} entries kept", a.pending());
+            assert!(input.raw_at(data.len() - 3).is_some());
+        });
     }
 }

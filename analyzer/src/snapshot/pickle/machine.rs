@@ -73,12 +73,19 @@ fn parse_ahead(reader: &mut (dyn Read + Send), chunk: usize) -> Result<Pickle, P
             Err(_) => lent.lock().unwrap_or_else(|e| e.into_inner()).take(),
         };
         match stream {
-            Some(reader) => parse_with(Source::Stream(reader), true),
+            Some(reader) => parse_stream(reader),
             // The machine, and the receiver with it, is dropped before the scope joins
             // the thread: a thread waiting to send then stops.
             None => parse_with(Source::Ahead(Ahead::new(chunks)), true),
         }
     })
+}
+
+/// A stream read without a thread ahead (none could start): opcode by opcode, because the
+/// one-step reading peeks past what the machine has read, and a read error met there would
+/// be reported in place of an earlier error of the machine's own.
+fn parse_stream(reader: &mut dyn Read) -> Result<Pickle, PickleError> {
+    parse_with(Source::Stream(reader), false)
 }
 
 /// [`parse`] opcode by opcode, without the one-step reading of history entries: what
@@ -764,6 +771,51 @@ mod tests {
             assert!(ahead == expected, "chunks of {chunk} bytes");
         }
         assert!(expected.contains("Entry("));
+    }
+
+    /// A reader that fails once it has given `left` bytes.
+    struct FailAfter<'a> {
+        data: &'a [u8],
+        left: usize,
+    }
+
+    impl Read for FailAfter<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            if self.left == 0 {
+                return Err(std::io::Error::other("boom"));
+            }
+            let n = out.len().min(self.left).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            self.left -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_read_error_past_the_machines_own_error_is_not_reported() {
+        // GLOBAL at 5, a read error somewhere after it: the error is the GLOBAL's, read
+        // ahead on a thread or without one (where the one-step reading's peek of an
+        // entry's 200 bytes met the read error, and it was reported instead).
+        let mut data = b"\x80\x02}(uc".to_vec();
+        data.extend([b'x'; 300]);
+        for n in 0..=data.len() {
+            let fail = |left| FailAfter { data: &data, left };
+            let expected = format!("{:?}", parse_with(Source::Stream(&mut fail(n)), false));
+            for got in [
+                parse_stream(&mut fail(n)),
+                parse_ahead(&mut fail(n), 7),
+                parse_ahead(&mut fail(n), ahead::CHUNK),
+            ] {
+                assert_eq!(format!("{got:?}"), expected, "failing after {n} bytes");
+            }
+            if n > 5 {
+                assert!(
+                    expected.contains("offset: 5, kind: CodeCarrying"),
+                    "{expected}"
+                );
+            }
+        }
     }
 
     #[test]
