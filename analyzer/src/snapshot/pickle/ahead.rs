@@ -10,7 +10,6 @@
 //! entry, which the machine then reads opcode by opcode).
 
 use super::fast::{self, Raw};
-use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -55,7 +54,9 @@ pub fn read(reader: &mut dyn Read, chunks: SyncSender<Chunk>, chunk: usize) {
         } else {
             buf.len() - fast::MAX_BYTES
         };
-        let mut raws = Vec::new();
+        // Room for an entry every 40 bytes (PyTorch's take 50-60): a Vec grown by
+        // doubling would copy its records over and over.
+        let mut raws = Vec::with_capacity(limit.saturating_sub(from) / 40);
         while from < limit {
             let Some(k) = buf[from..limit].iter().position(|&c| c == b'}') else {
                 from = limit;
@@ -86,7 +87,11 @@ pub struct Ahead {
     chunks: Receiver<Chunk>,
     bytes: Vec<u8>,
     at: usize,
-    raws: VecDeque<Raw>,
+    /// The entries scanned in the chunk being read, from `next` on: those of earlier
+    /// chunks are behind the machine (it has read all but the few bytes of an argument or
+    /// entry it is completing when it takes the next chunk).
+    raws: Vec<Raw>,
+    next: usize,
     error: Option<io::Error>,
 }
 
@@ -96,7 +101,8 @@ impl Ahead {
             chunks,
             bytes: Vec::new(),
             at: 0,
-            raws: VecDeque::new(),
+            raws: Vec::new(),
+            next: 0,
             error: None,
         }
     }
@@ -105,23 +111,22 @@ impl Ahead {
     /// (the machine has passed them); it goes when a later one is asked for.
     pub fn raw_at(&mut self, at: usize) -> Option<&Raw> {
         self.pass(at);
-        self.raws.front().filter(|r| r.at == at)
+        self.raws.get(self.next).filter(|r| r.at == at)
     }
 
-    /// Drops the entries scanned before stream offset `at`, which the machine will not
-    /// ask for: bytes it has read or is reading as an argument. Without this, entries
-    /// scanned inside a long string (bytes `}(u` over and over) would pile up until the
-    /// next `EMPTY_DICT` the machine runs: some 50 times the string's size.
+    /// Passes over the entries scanned before stream offset `at`, which the machine will
+    /// not ask for: bytes it has read or is reading as an argument (a long string of
+    /// bytes `}(u` is an entry scanned every 3 bytes; a chunk's are dropped with it).
     pub fn pass(&mut self, at: usize) {
-        while self.raws.front().is_some_and(|r| r.at < at) {
-            self.raws.pop_front();
+        while self.raws.get(self.next).is_some_and(|r| r.at < at) {
+            self.next += 1;
         }
     }
 
     /// Entries scanned and kept.
     #[cfg(test)]
     pub fn pending(&self) -> usize {
-        self.raws.len()
+        self.raws.len() - self.next
     }
 }
 
@@ -142,7 +147,8 @@ impl Read for Ahead {
             };
             self.bytes = chunk.bytes;
             self.at = 0;
-            self.raws.extend(chunk.raws);
+            self.raws = chunk.raws;
+            self.next = 0;
             self.error = chunk.error;
         }
     }
