@@ -24,7 +24,7 @@ const MAX_KEYS: usize = 8;
 
 /// Where the dict is put in the memo.
 #[derive(Clone, Copy, Debug)]
-pub enum Put {
+enum Put {
     /// `MEMOIZE`: at the memo's length.
     Next,
     /// `BINPUT`, `LONG_BINPUT`: at this index.
@@ -120,16 +120,16 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
     None
 }
 
-/// `raw` as the entry it is, its references looked up in `memo` (of `memo_len` distinct
-/// indices) and its keys the objects `keys` holds in the slots `order` gives (the entry
-/// before's); `None` where anything differs.
+/// `raw` as the entry it is, with the memo index the dict is put at: its references
+/// looked up in `memo` (of `memo_len` distinct indices) and its keys the objects `keys`
+/// holds in the slots `order` gives (the entry before's); `None` where anything differs.
 pub fn resolve(
     raw: &Raw,
     memo: &[Value],
     memo_len: usize,
     keys: &KeyIds,
     order: &[u8; 16],
-) -> Option<(Option<Put>, Entry)> {
+) -> Option<(Option<usize>, Entry)> {
     let put_at = match raw.put {
         Some(Put::Next) => Some(memo_len),
         Some(Put::At(k)) => Some(k),
@@ -162,7 +162,7 @@ pub fn resolve(
             return None;
         }
     }
-    e.complete().then_some((raw.put, e))
+    e.complete().then_some((put_at, e))
 }
 
 fn u32_at(b: &[u8], i: usize) -> Option<u32> {

@@ -693,11 +693,6 @@ impl Machine<'_> {
         }
         self.input.advance(len);
         let id = self.alloc(Object::Entry(e));
-        let put = match put {
-            Some(fast::Put::Next) => Some(self.memo_len),
-            Some(fast::Put::At(i)) => Some(i),
-            None => None,
-        };
         if let Some(i) = put {
             self.memo_set(i, Value::Dict(id));
         }
