@@ -4,6 +4,7 @@
 use super::super::escape::markup as esc;
 use super::super::plot;
 use super::Report;
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use crate::units::{self, bytes, count};
 use crate::views::oom::OomView;
 use crate::views::process_name;
@@ -172,11 +173,8 @@ fn other_gpus(o: &mut String, rest: &[crate::views::plot::DevicePlot]) {
 
 /// `pid 12`, `pids 12, 13 (ranks 0, 1)`, or a snapshot's file name.
 fn who_ran(s: &Summary, host: &str, pids: &[u32]) -> String {
-    let ranks: Vec<&str> = pids
-        .iter()
-        .filter_map(|pid| s.processes.iter().find(|p| p.pid == *pid))
-        .filter_map(|p| p.rank.as_deref())
-        .collect();
+    // By host too: the same pid on two hosts is two processes.
+    let ranks = crate::views::ranks::of_pids(s, host, pids);
     let names: Vec<String> = pids
         .iter()
         .take(8)
@@ -192,7 +190,7 @@ fn who_ran(s: &Summary, host: &str, pids: &[u32]) -> String {
     };
     if !ranks.is_empty() {
         let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
-        let shown: Vec<&str> = ranks.iter().take(8).copied().collect();
+        let shown: Vec<&str> = ranks.iter().take(8).map(String::as_str).collect();
         let _ = write!(out, " ({noun} {})", shown.join(", "));
     }
     out
@@ -309,7 +307,7 @@ pub fn processes(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
     for p in s.processes.iter().take(PROCESS_ROWS) {
         let state = match (&p.error, p.complete) {
             (Some(e), _) => format!("read error: {e}"),
-            (None, true) if p.interposer == "pytorch-snapshot" => "PyTorch snapshot".into(),
+            (None, true) if p.interposer == SNAPSHOT_INTERPOSER => "PyTorch snapshot".into(),
             (None, true) => "complete".into(),
             (None, false) => "cut (process killed)".into(),
         };
