@@ -23,6 +23,7 @@
 use super::Event;
 use crate::model::ProcessModel;
 use crate::snapshot::events::SnapshotEvents;
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use crate::views::snapshots_beside::{owner_of, snapshots_beside};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -123,7 +124,7 @@ pub fn hook_snapshots(
     processes: &[ProcessModel],
     notes: &mut Vec<String>,
 ) -> Vec<Beside> {
-    let traced = |p: &ProcessModel| p.header.interposer != "pytorch-snapshot";
+    let traced = |p: &ProcessModel| p.header.interposer != SNAPSHOT_INTERPOSER;
     if !processes.iter().any(traced) {
         return Vec::new();
     }

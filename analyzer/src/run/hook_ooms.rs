@@ -11,6 +11,7 @@
 //! and its figure goes to the last of them.
 
 use super::Run;
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use crate::views::snapshots_beside::{owner_of, SnapshotFile};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ pub fn attach(dirs: &[PathBuf], run: &mut Run) {
             let Some(p) = owner_of(&run.processes, &file, None) else {
                 continue;
             };
-            if run.processes[p].header.interposer == "pytorch-snapshot" {
+            if run.processes[p].header.interposer == SNAPSHOT_INTERPOSER {
                 continue;
             }
             match read(&file.path) {

@@ -33,6 +33,10 @@ use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
 /// Python frames' synthetic addresses have bit 63 set, so none lies in [2^62, 2^63).
 pub const BESIDE_IDS: u64 = 1 << 62;
 
+/// The header's `interposer` of a snapshot read as a process: how views tell it from a
+/// traced one.
+pub const SNAPSHOT_INTERPOSER: &str = "pytorch-snapshot";
+
 /// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
 const OUT_OF_MEMORY: i32 = 2;
 
@@ -281,7 +285,7 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
             stack_depth: 0,
             python: true,
         },
-        interposer: "pytorch-snapshot".into(),
+        interposer: SNAPSHOT_INTERPOSER.into(),
     }
 }
 

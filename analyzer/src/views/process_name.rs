@@ -4,10 +4,11 @@
 //! own host (snapshot/events.rs), so a process is found by host and pid.
 
 use super::summary::{ProcessSummary, Summary};
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 
 /// `pid 12`, or a snapshot's file name.
 pub fn of_process(p: &ProcessSummary) -> String {
-    if p.interposer != "pytorch-snapshot" {
+    if p.interposer != SNAPSHOT_INTERPOSER {
         return format!("pid {}", p.pid);
     }
     p.path

@@ -12,6 +12,7 @@ use super::oom::OomView;
 use super::plot::DevicePlot;
 use super::summary::Summary;
 use crate::run::devices::gpu_label;
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use crate::units::{self, bytes};
 use serde::Serialize;
 
@@ -106,7 +107,7 @@ impl Ending {
         let Some(p) = summary.processes.iter().find(|p| p.pid == pid) else {
             return Ending::Exited;
         };
-        if p.interposer == "pytorch-snapshot" {
+        if p.interposer == SNAPSHOT_INTERPOSER {
             Ending::Snapshot
         } else if !p.complete {
             Ending::Killed

@@ -6,6 +6,7 @@ use super::layer::Layer;
 use crate::errors;
 use crate::model::ProcessModel;
 use crate::run::Run;
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -235,7 +236,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         cut_by: cut_by(p),
         calls_not_recorded: p.notes.lost_calls,
         truncated: p.notes.truncated_line.is_some(),
-        history_truncated: (p.header.interposer == "pytorch-snapshot")
+        history_truncated: (p.header.interposer == SNAPSHOT_INTERPOSER)
             .then_some(!p.history_truncated.is_empty()),
         error: p.error.as_ref().map(|e| e.to_string()),
         events: p.counts.events,

@@ -417,11 +417,7 @@ impl Timeline {
     /// `reserved` the reserved bytes'. Without it every layer is kept, each series naming
     /// its own.
     pub fn keep_layer(&mut self, layer: super::layer::Layer) {
-        let keep: &[&str] = match layer {
-            super::layer::Layer::Allocated => &["allocated"],
-            super::layer::Layer::Reserved => &["reserved"],
-        };
-        self.series.retain(|s| keep.contains(&s.layer));
+        self.series.retain(|s| s.layer == layer.name());
     }
 }
 
