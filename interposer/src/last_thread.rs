@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The default of [`settings::Settings::thread_check_ns`].
 pub const CHECK_EVERY_NS: u64 = 50_000_000;
-/// The most bytes read of a `stat` file: a line of a few hundred.
-pub const STAT_MAX: usize = 64 * 1024;
+/// The most bytes read of a `stat` file: a line of a few hundred (a 16-byte name and
+/// some 50 numbers). Reserved whole on each read, on a program's thread.
+pub const STAT_MAX: usize = 4 * 1024;
 /// The most bytes of `/proc/self/task` records read: some 10,000 threads.
 const TASKS_MAX: usize = 256 * 1024;
 static LAST_CHECK_NS: AtomicU64 = AtomicU64::new(0);

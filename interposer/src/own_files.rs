@@ -12,8 +12,8 @@
 //!
 //! The trace's descriptor has to be in the program's table ([`crate::trace_fd`]): it is
 //! moved high at once, and the low number closed only while `fstat` still shows the trace
-//! ([`moved_high`]). Nothing here allocates but the buffer [`read`] returns, and nothing
-//! panics.
+//! ([`moved_high`]). Nothing here allocates but the buffer [`in_own_table`] reads into,
+//! and nothing panics.
 
 /// A file's device and inode.
 pub type Identity = (u64, u64);
@@ -28,7 +28,7 @@ pub fn identity(fd: i32) -> Option<Identity> {
 /// The lowest number vramtrace's descriptors are moved to: high enough that a program's
 /// own files never get it, low enough that the kernel's descriptor table does not grow
 /// for it (a limit of a million would cost megabytes), and below the limit.
-pub fn high_number() -> i32 {
+fn high_number() -> i32 {
     // SAFETY: rlimit is plain data.
     let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
     let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
@@ -40,7 +40,7 @@ pub fn high_number() -> i32 {
 }
 
 /// Closes `fd` if it still holds the file `expected`.
-pub fn close_if(fd: i32, expected: Identity) {
+fn close_if(fd: i32, expected: Identity) {
     if identity(fd) == Some(expected) {
         // SAFETY: our descriptor, as its identity says.
         unsafe { libc::close(fd) };
@@ -48,13 +48,15 @@ pub fn close_if(fd: i32, expected: Identity) {
 }
 
 /// Moves `fd`, just opened on the file `expected`, to a high number (close-on-exec). The
-/// low number is closed only if it still holds that file. `None` if the copy is not of
-/// that file (the program closed `fd` and took the number): the copy is closed, `fd` left.
+/// low number is closed only if it still holds that file. `fd` itself where no copy can
+/// be made (every number above [`high_number`] taken): a trace at a low number beats none.
+/// `None` if the copy is not of that file (the program closed `fd` and took the number):
+/// the copy is closed, `fd` left.
 pub fn moved_high(fd: i32, expected: Identity) -> Option<i32> {
     // SAFETY: fcntl on a descriptor; the copy is ours whatever it holds.
     let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, high_number()) };
     if high < 0 {
-        return None;
+        return Some(fd);
     }
     match identity(high) {
         Some(id) if id == expected => {
