@@ -72,7 +72,7 @@ impl Beside {
 
     /// The frames and stacks the tensors point at (ids clear of the trace's).
     pub fn take_stacks(&mut self) -> StackTable {
-        std::mem::take(&mut self.snap.stacks)
+        self.snap.take_stacks()
     }
 
     /// The trace's own event `e` (of the process): a segment the history saw allocated
@@ -149,7 +149,7 @@ pub fn hook_snapshots(
             ));
             continue;
         }
-        let last_ns = snap.header.start_unix_ns.saturating_add(snap.end().t);
+        let last_ns = snap.header.start_unix_ns.saturating_add(snap.latest_t());
         let Some(p) = owner_of(processes, &file, Some(last_ns / 1000)) else {
             continue;
         };

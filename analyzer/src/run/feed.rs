@@ -108,15 +108,10 @@ impl Feed {
         self.source().map(|s| s.take_stacks()).unwrap_or_default()
     }
 
-    /// The end record: as the source's, counting the events handed out.
+    /// The end record, counting the events handed out (not those read ahead).
     pub fn end(&mut self) -> Option<End> {
         let (count, last_t) = (self.count, self.last_t);
-        let mut end = self.source()?.end();
-        end.events = count;
-        if let Some(t) = last_t {
-            end.t = t;
-        }
-        Some(end)
+        Some(self.source()?.end(count, last_t))
     }
 }
 

@@ -43,8 +43,6 @@ const OUT_OF_MEMORY: i32 = 2;
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
     pub header: Header,
-    /// The stacks events point at: complete once `next_event` has returned `None`.
-    pub stacks: StackTable,
     /// Where the history and the final segments disagree, or the history says it is cut.
     pub notes: Vec<String>,
     /// The flags by which the file says its history was cut short (empty: it does not).
@@ -52,12 +50,11 @@ pub struct SnapshotEvents {
     pickle: Pickle,
     devices: Vec<Cursor>,
     builder: Builder,
-    count: u64,
-    last_t: u64,
+    /// The time of the last event, known before the events are read.
+    latest_t: u64,
     /// The devices whose next event is read, by its time then ordinal: (time, index).
     fronts: BinaryHeap<Reverse<(u64, usize)>>,
     started: bool,
-    ended: bool,
 }
 
 /// One device's events: those alive before the history, then its entries in order.
@@ -69,7 +66,7 @@ struct Cursor {
     /// The clock: entries without `time_us` keep the last time.
     t: u64,
     /// Block sizes of the allocations still alive at the end, by entry index, the next
-    /// first (they are met in order).
+    /// last (popped from the end as they are met).
     sizes: Vec<(usize, u64)>,
     /// The segments' layout as the history goes, for the block sizes the file leaves out.
     layout: Layout,
@@ -130,9 +127,7 @@ impl SnapshotEvents {
         }
         let origin_us = rewound.iter().filter_map(|r| r.2.earliest_us).min();
         builder.origin_us = origin_us.unwrap_or(0);
-        // The last event's time, known before the events are read (the replay keeps each
-        // device's clock from going back, so it ends at the device's latest time).
-        let last_t = rewound
+        let latest_t = rewound
             .iter()
             .filter_map(|r| r.2.latest_us)
             .map(|us| builder.time(us))
@@ -159,17 +154,14 @@ impl SnapshotEvents {
         let header = header(path, origin_us);
         Ok(SnapshotEvents {
             header,
-            stacks: StackTable::default(),
             notes,
             history_truncated: snap.history_truncated.clone(),
             pickle,
             devices,
             builder,
-            count: 0,
-            last_t,
+            latest_t,
             fronts: BinaryHeap::new(),
             started: false,
-            ended: false,
         })
     }
 
@@ -204,19 +196,9 @@ impl SnapshotEvents {
                 self.refill(i);
             }
         }
-        let Some(Reverse((_, i))) = self.fronts.pop() else {
-            // Stacks are made as entries are read: whole once the history is (taken once,
-            // so a call past the end leaves them).
-            if !self.ended {
-                self.ended = true;
-                self.stacks = std::mem::take(&mut self.builder.stacks);
-            }
-            return None;
-        };
+        let Reverse((_, i)) = self.fronts.pop()?;
         let e = self.devices[i].pending.pop_front()?;
         self.refill(i);
-        self.count += 1;
-        self.last_t = e.t;
         Some(e)
     }
 
@@ -232,11 +214,7 @@ impl SnapshotEvents {
     /// The stacks the events read so far point at (all of them once `next_event` has
     /// returned `None`), taken.
     pub fn take_stacks(&mut self) -> StackTable {
-        if self.ended {
-            std::mem::take(&mut self.stacks)
-        } else {
-            std::mem::take(&mut self.builder.stacks)
-        }
+        std::mem::take(&mut self.builder.stacks)
     }
 
     /// History entries in all, over the devices (before the first `next_event`).
@@ -247,11 +225,18 @@ impl SnapshotEvents {
             .sum()
     }
 
-    /// The end record a snapshot stands for: it was written whole.
-    pub fn end(&self) -> End {
+    /// The time of its last event, known before any is read (the replay keeps each
+    /// device's clock from going back, so it ends at the device's latest time).
+    pub fn latest_t(&self) -> u64 {
+        self.latest_t
+    }
+
+    /// The end record a snapshot stands for (it was written whole), once `events` events
+    /// were read, the last at `last_t`.
+    pub fn end(&self, events: u64, last_t: Option<u64>) -> End {
         End {
-            t: self.last_t,
-            events: self.count,
+            t: last_t.unwrap_or(self.latest_t),
+            events,
             reason: "snapshot".into(),
             queue_peak_bytes: None,
         }
