@@ -313,7 +313,16 @@ impl Reader<'_> {
     fn extra(&mut self, e: Value) -> Result<serde_json::Map<String, serde_json::Value>, String> {
         let p = self.p;
         let mut out = serde_json::Map::new();
-        for &(k, v) in p.dict(e).unwrap_or_default().iter() {
+        // A compact entry keeps its other keys in `rest`, nearly always absent: rebuilding
+        // the whole dict for each of millions of entries found nothing.
+        let pairs = match p.entry(e) {
+            Some(c) => match c.rest() {
+                Some(rest) => p.dict(Value::Dict(rest)),
+                None => return Ok(out),
+            },
+            None => p.dict(e),
+        };
+        for &(k, v) in pairs.unwrap_or_default().iter() {
             if p.str(k).is_some_and(|k| history::KNOWN_KEYS.contains(&k)) {
                 continue;
             }
