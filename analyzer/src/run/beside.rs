@@ -24,7 +24,7 @@ use super::Event;
 use crate::model::ProcessModel;
 use crate::snapshot::events::SnapshotEvents;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
-use crate::views::snapshots_beside::{owner_of, snapshots_beside};
+use crate::views::snapshots_beside::{may_own, owner_of, snapshots_beside};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use vramtrace_schema::{Api, Op, StackTable};
@@ -132,6 +132,10 @@ pub fn hook_snapshots(
     // Per process: (wall clock of the history's last entry, the snapshot).
     let mut chosen: Vec<Option<(u64, Beside)>> = (0..processes.len()).map(|_| None).collect();
     for file in snapshots_beside(dirs) {
+        // By its name first: another process's snapshot is not decoded at all.
+        if !processes.iter().any(|m| traced(m) && may_own(m, &file)) {
+            continue;
+        }
         let snap = match SnapshotEvents::open_beside(&file.path, all_frames) {
             Ok(s) => s,
             Err(e) => {

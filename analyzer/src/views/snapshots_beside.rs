@@ -77,15 +77,18 @@ pub fn owner(run: &Run, file: &SnapshotFile, time_us: Option<u64>) -> Option<usi
     owner_of(&run.processes, file, time_us)
 }
 
+/// Whether process `m` could have written `file`, by the pid and host in its name.
+pub fn may_own(m: &ProcessModel, file: &SnapshotFile) -> bool {
+    m.header.pid == file.pid && file.host.as_ref().is_none_or(|h| *h == m.header.host)
+}
+
 /// [`owner`] among `processes`, before a run is made of them.
 pub fn owner_of(
     processes: &[ProcessModel],
     file: &SnapshotFile,
     time_us: Option<u64>,
 ) -> Option<usize> {
-    let candidates = processes.iter().enumerate().filter(|(_, m)| {
-        m.header.pid == file.pid && file.host.as_ref().is_none_or(|h| *h == m.header.host)
-    });
+    let candidates = processes.iter().enumerate().filter(|(_, m)| may_own(m, file));
     let started = |i: &usize| processes[*i].header.start_unix_ns;
     let all: Vec<usize> = candidates.map(|(i, _)| i).collect();
     let before = time_us.map(|t| t.saturating_mul(1000));
