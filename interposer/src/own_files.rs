@@ -83,18 +83,8 @@ fn c_path<'a>(path: &str, buf: &'a mut [u8; 256]) -> Option<&'a [u8]> {
     let rest = match path.strip_prefix("/proc/self/") {
         Some(rest) => {
             push(b"/proc/")?;
-            let mut digits = [0u8; 10];
-            let mut at = digits.len();
-            let mut pid = std::process::id();
-            loop {
-                at -= 1;
-                digits[at] = b'0' + (pid % 10) as u8;
-                pid /= 10;
-                if pid == 0 {
-                    break;
-                }
-            }
-            push(&digits[at..])?;
+            let mut digits = [0u8; 16];
+            push(proc_pid(&mut digits))?;
             push(b"/")?;
             rest
         }
@@ -106,6 +96,29 @@ fn c_path<'a>(path: &str, buf: &'a mut [u8; 256]) -> Option<&'a [u8]> {
     push(rest.as_bytes())?;
     push(&[0])?;
     Some(&buf[..len])
+}
+
+/// This process's id as `/proc` names it, read from the `/proc/self` link (which opens
+/// no descriptor): where `/proc` belongs to another pid namespace (`unshare --pid --fork`
+/// without `--mount-proc`), `getpid()` is another process's number there. `getpid()`'s
+/// digits where the link cannot be read.
+fn proc_pid(digits: &mut [u8; 16]) -> &[u8] {
+    // SAFETY: readlink writes at most the buffer's length; the path is a C string.
+    let n = unsafe { libc::readlink(c"/proc/self".as_ptr(), digits.as_mut_ptr().cast(), 16) };
+    if n > 0 && (n as usize) < digits.len() && digits[..n as usize].iter().all(u8::is_ascii_digit) {
+        return &digits[..n as usize];
+    }
+    let mut at = digits.len();
+    let mut pid = std::process::id();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    &digits[at..]
 }
 
 /// What the child of [`in_own_table`] does, in memory it shares with its parent.

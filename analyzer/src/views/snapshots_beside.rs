@@ -88,7 +88,10 @@ pub fn owner_of(
     file: &SnapshotFile,
     time_us: Option<u64>,
 ) -> Option<usize> {
-    let candidates = processes.iter().enumerate().filter(|(_, m)| may_own(m, file));
+    let candidates = processes
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| may_own(m, file));
     let started = |i: &usize| processes[*i].header.start_unix_ns;
     let all: Vec<usize> = candidates.map(|(i, _)| i).collect();
     let before = time_us.map(|t| t.saturating_mul(1000));
