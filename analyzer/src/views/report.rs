@@ -237,17 +237,7 @@ pub fn build(i: Inputs) -> ReportView {
         .collect();
     ReportView {
         verdict: verdict(s, i.oom, &at_end, &plots, many_hosts),
-        command: s
-            .processes
-            .first()
-            .map(|p| {
-                if p.argv.is_empty() {
-                    p.exe.clone()
-                } else {
-                    p.argv.join(" ")
-                }
-            })
-            .unwrap_or_default(),
+        command: s.processes.first().map(|p| p.command()).unwrap_or_default(),
         plots,
         rank_gpus,
         timeless: s.duration_ns == 0,

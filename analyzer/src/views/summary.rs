@@ -70,6 +70,17 @@ pub struct ProcessSummary {
     pub failures: Vec<FailureSummary>,
 }
 
+impl ProcessSummary {
+    /// The command the process ran: its argv, else its executable.
+    pub fn command(&self) -> String {
+        if self.argv.is_empty() {
+            self.exe.clone()
+        } else {
+            self.argv.join(" ")
+        }
+    }
+}
+
 #[derive(Serialize)]
 pub struct LocationSummary {
     /// `host` (page-locked host memory: `cuMemHostAlloc`, host pools, `cuMemCreate` on

@@ -311,11 +311,7 @@ pub fn processes(o: &mut String, s: &Summary, notes: &mut Vec<String>) {
             (None, true) => "complete".into(),
             (None, false) => "cut (process killed)".into(),
         };
-        let command = if p.argv.is_empty() {
-            p.exe.clone()
-        } else {
-            p.argv.join(" ")
-        };
+        let command = p.command();
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
