@@ -9,24 +9,14 @@ mod browser;
 use browser::*;
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::Command;
-use vramtrace_tests::harness::{run_sim, run_sim_command, vramtrace, workload, Outcome};
+use vramtrace_tests::harness::{run_sim, run_sim_command, workload, Outcome};
 
 const MAX_PAGE: u64 = 5 << 20;
 
 /// The report of `run`, written beside its traces; its size checked against the bound.
 fn report(run: &Outcome) -> PathBuf {
     let html = run.dir.path().join("report.html");
-    let out = Command::new(vramtrace())
-        .args([OsStr::new("report"), OsStr::new("-o"), html.as_os_str()])
-        .arg(run.dir.path())
-        .output()
-        .expect("vramtrace runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run.view(&["report", "-o", html.to_str().expect("a UTF-8 path")]);
     let size = std::fs::metadata(&html).unwrap().len();
     assert!(size <= MAX_PAGE, "{size} bytes");
     eprintln!("report: {} ({size} bytes)", html.display());
