@@ -165,6 +165,7 @@ fn a_large_history_gives_pythons_figures() {
             d["top_function"]["bytes"], truth["function_bytes"],
             "p{protocol}"
         );
+        csv_rows_match(&path, truth, protocol);
         // Halfway (the history read up to then): the same stacks name the tensors.
         let at = format!("{}us", truth["at_us"]);
         let peak = json(&["peak", "--json", "--at", &at], &path);
@@ -178,4 +179,46 @@ fn a_large_history_gives_pythons_figures() {
             "p{protocol} at {at}"
         );
     }
+}
+
+/// The CSV export, whose rows are formatted on a thread of their own in batches: a row for
+/// each event Python counts, the segment's bytes as the process's reserved figure.
+fn csv_rows_match(path: &Path, truth: &Value, protocol: u8) {
+    let out = common::vramtrace_ok(&["export", "--format", "csv", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (op, reserved) = (column("op"), column("process_device_bytes"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len() as u64, truth["events"], "p{protocol}: rows");
+    let ops = |name: &str| rows.iter().filter(|r| r[op] == name).count() as u64;
+    assert_eq!(ops("alloc"), truth["segment_allocations"], "p{protocol}");
+    let most = rows
+        .iter()
+        .map(|r| r[reserved].parse::<u64>().unwrap())
+        .max();
+    assert_eq!(most, truth["peak_reserved"].as_u64(), "p{protocol}");
+}
+
+#[test]
+fn a_csv_export_that_cannot_be_written_fails_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = generate(dir.path(), 4);
+    // Rows past the first batches: the writing thread fails while the replay goes on.
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .args(["export", "--format", "csv", path.to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot write the export: No space left on device"),
+        "{stderr}"
+    );
 }

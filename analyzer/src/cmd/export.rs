@@ -55,9 +55,10 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
             "--layer applies to --format memory-viz: the Perfetto and CSV exports hold both layers' events, each naming its API".into(),
         );
     }
-    let out: Box<dyn Write> = match &args.output {
+    // Sendable: the CSV rows are written on a thread of their own.
+    let out: Box<dyn Write + Send> = match &args.output {
         Some(p) if p.as_os_str() != "-" => Box::new(crate::output_file::create(p, args.force)?),
-        _ => Box::new(std::io::stdout().lock()),
+        _ => Box::new(std::io::stdout()),
     };
     let out = BufWriter::with_capacity(1 << 20, out);
     let io = |e: std::io::Error| format!("cannot write the export: {e}");

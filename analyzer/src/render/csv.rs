@@ -5,7 +5,9 @@ use crate::model::Map;
 use crate::run::Step;
 use crate::views::timeline::Timeline;
 use std::io::Write;
-use vramtrace_schema::{Event, Kind, Op};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
+use vramtrace_schema::{Api, Event, Kind, Op};
 
 /// One row per series and bucket.
 pub fn timeline(t: &Timeline) -> String {
@@ -38,33 +40,96 @@ pub fn timeline(t: &Timeline) -> String {
     String::from_utf8(o).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Bytes of rows built before they are written.
+/// Bytes of rows formatted before they are written.
 const ROWS_BUFFERED: usize = 1 << 20;
+/// Rows handed to the writing thread at a time, and batches that may wait for it.
+const BATCH: usize = 8192;
+const AHEAD: usize = 4;
+
+/// What a row says, taken from the replay: formatted on a thread of its own.
+#[derive(Clone, Copy)]
+struct Row {
+    time: u64,
+    addr: u64,
+    size: u64,
+    /// What the process, and the whole GPU, held after the event (reserved layer).
+    process: u64,
+    gpu: u64,
+    pid: u32,
+    tid: u32,
+    dev: i32,
+    res: i32,
+    api: Api,
+    kind: Kind,
+}
 
 /// Writes every event as a row, with what the process and the whole GPU held after it.
-pub struct EventCsv<W: Write> {
-    out: W,
+///
+/// Formatting millions of rows costs about what replaying their events does, and the
+/// replay runs on one thread: the rows are formatted and written on another, which
+/// takes them in batches of plain records.
+pub struct EventCsv<W: Write + Send + 'static> {
     /// Live allocations whose location made them host or managed pool memory, by process
     /// and address (handle for `cuMemCreate`): their frees carry no location, and their
     /// rows take the kind of what they give back from here.
     off_device: Map<(usize, u64), Kind>,
-    /// Rows not yet written, written [`ROWS_BUFFERED`] bytes at a time: each is built in
-    /// place here, not copied again into a buffered writer.
-    rows: Vec<u8>,
+    batch: Vec<Row>,
+    writer: Writer<W>,
 }
 
-impl<W: Write> EventCsv<W> {
-    pub fn new(mut out: W) -> std::io::Result<Self> {
-        out.write_all(
-            b"time_s,pid,tid,device,api,op,kind,result,addr,size,process_device_bytes,gpu_bytes\n",
-        )?;
+enum Writer<W: Write + Send + 'static> {
+    Thread {
+        full: SyncSender<Vec<Row>>,
+        /// Batches written, to be filled again.
+        empty: Receiver<Vec<Row>>,
+        thread: JoinHandle<std::io::Result<()>>,
+    },
+    /// No thread could be started: rows are formatted here.
+    Inline(RowWriter<W>),
+    /// The thread is joined (an error of its was returned).
+    Done,
+}
+
+impl<W: Write + Send + 'static> EventCsv<W> {
+    pub fn new(out: W) -> std::io::Result<Self> {
+        let rows = RowWriter::new(out)?;
+        let (full, take) = sync_channel::<Vec<Row>>(AHEAD);
+        let (give_back, empty) = sync_channel::<Vec<Row>>(AHEAD + 2);
+        // The writer comes through a channel so that it stays here if no thread starts.
+        let (lend, borrow) = sync_channel::<RowWriter<W>>(1);
+        let started = std::thread::Builder::new()
+            .name("csv-rows".into())
+            .spawn(move || {
+                let Ok(mut rows) = borrow.recv() else {
+                    return Ok(());
+                };
+                for mut batch in take {
+                    for row in &batch {
+                        rows.row(row)?;
+                    }
+                    batch.clear();
+                    // Kept for reuse only while the replay wants it.
+                    let _ = give_back.try_send(batch);
+                }
+                rows.finish()
+            });
+        let writer = match started {
+            Ok(thread) => match lend.send(rows) {
+                Ok(()) => Writer::Thread {
+                    full,
+                    empty,
+                    thread,
+                },
+                Err(back) => Writer::Inline(back.0),
+            },
+            Err(_) => Writer::Inline(rows),
+        };
         Ok(EventCsv {
-            out,
             off_device: Map::default(),
-            rows: Vec::with_capacity(ROWS_BUFFERED + 512),
+            batch: Vec::with_capacity(BATCH),
+            writer,
         })
     }
-
     /// The kind of memory the event deals in: a free's is its allocation's.
     fn kind(&mut self, process: usize, e: &Event) -> Kind {
         let key = |addr_or_handle: u64| (process, addr_or_handle);
@@ -75,8 +140,10 @@ impl<W: Write> EventCsv<W> {
             Op::Create if e.ok() && e.kind() != e.api.kind() => {
                 self.off_device.insert(key(e.handle.unwrap_or(0)), e.kind());
             }
-            Op::Free if e.ok() => return self.off_device.remove(&key(e.addr)).unwrap_or(e.kind()),
-            Op::Release if e.ok() => {
+            Op::Free if e.ok() && !self.off_device.is_empty() => {
+                return self.off_device.remove(&key(e.addr)).unwrap_or(e.kind())
+            }
+            Op::Release if e.ok() && !self.off_device.is_empty() => {
                 let handle = e.handle.unwrap_or(0);
                 return self.off_device.remove(&key(handle)).unwrap_or(e.kind());
             }
@@ -92,31 +159,115 @@ impl<W: Write> EventCsv<W> {
         }
         let e = s.event;
         let kind = self.kind(s.process, e);
-        let process = s.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
-        let gpu = s
-            .devices
-            .lookup(s.process, e.dev)
-            .map_or(0, |i| s.devices.devices[i].1.reserved);
+        self.batch.push(Row {
+            time: s.time,
+            addr: e.addr,
+            size: e.size,
+            process: s.model.devices.get(&e.dev).map_or(0, |d| d.reserved),
+            gpu: s
+                .devices
+                .lookup(s.process, e.dev)
+                .map_or(0, |i| s.devices.devices[i].1.reserved),
+            pid: s.model.header.pid,
+            tid: e.tid,
+            dev: e.dev,
+            res: e.res,
+            api: e.api,
+            kind,
+        });
+        if self.batch.len() >= BATCH {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// The batch to the writer.
+    fn hand_over(&mut self) -> std::io::Result<()> {
+        match &mut self.writer {
+            Writer::Thread { full, empty, .. } => {
+                let next = empty
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                let batch = std::mem::replace(&mut self.batch, next);
+                if full.send(batch).is_err() {
+                    // The writer stopped on an error: it is the one to return.
+                    return Err(self
+                        .join()
+                        .err()
+                        .unwrap_or_else(|| std::io::Error::other("the CSV writer stopped")));
+                }
+            }
+            Writer::Inline(rows) => {
+                for row in &self.batch {
+                    rows.row(row)?;
+                }
+                self.batch.clear();
+            }
+            Writer::Done => self.batch.clear(),
+        }
+        Ok(())
+    }
+
+    /// Waits for the writing thread; its result.
+    fn join(&mut self) -> std::io::Result<()> {
+        match std::mem::replace(&mut self.writer, Writer::Done) {
+            Writer::Thread { full, thread, .. } => {
+                // Without a sender the thread ends once it has written every batch.
+                drop(full);
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }
+            Writer::Inline(rows) => rows.finish(),
+            Writer::Done => Ok(()),
+        }
+    }
+
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.hand_over()?;
+        self.join()
+    }
+}
+
+/// Formats rows into a buffer of its own, written [`ROWS_BUFFERED`] bytes at a time: each
+/// is built in place there, not copied again into a buffered writer.
+struct RowWriter<W: Write> {
+    out: W,
+    rows: Vec<u8>,
+}
+
+impl<W: Write> RowWriter<W> {
+    fn new(mut out: W) -> std::io::Result<Self> {
+        out.write_all(
+            b"time_s,pid,tid,device,api,op,kind,result,addr,size,process_device_bytes,gpu_bytes\n",
+        )?;
+        Ok(RowWriter {
+            out,
+            rows: Vec::with_capacity(ROWS_BUFFERED + 512),
+        })
+    }
+
+    fn row(&mut self, r: &Row) -> std::io::Result<()> {
         // One row for each of millions of events: built in place with itoa, where
         // `write!`'s formatting machinery took most of the export's own time.
         let row = &mut self.rows;
-        seconds(row, s.time);
+        seconds(row, r.time);
         let mut number = itoa::Buffer::new();
         let field = |row: &mut Vec<u8>, text: &[u8]| {
             row.push(b',');
             row.extend_from_slice(text);
         };
-        field(row, number.format(s.model.header.pid).as_bytes());
-        field(row, number.format(e.tid).as_bytes());
-        field(row, number.format(e.dev).as_bytes());
-        field(row, e.api.name().as_bytes());
-        field(row, e.api.op().name().as_bytes());
-        field(row, kind.name().as_bytes());
-        field(row, number.format(e.res).as_bytes());
-        field(row, number.format(e.addr).as_bytes());
-        field(row, number.format(e.size).as_bytes());
-        field(row, number.format(process).as_bytes());
-        field(row, number.format(gpu).as_bytes());
+        field(row, number.format(r.pid).as_bytes());
+        field(row, number.format(r.tid).as_bytes());
+        field(row, number.format(r.dev).as_bytes());
+        field(row, r.api.name().as_bytes());
+        field(row, r.api.op().name().as_bytes());
+        field(row, r.kind.name().as_bytes());
+        field(row, number.format(r.res).as_bytes());
+        field(row, number.format(r.addr).as_bytes());
+        field(row, number.format(r.size).as_bytes());
+        field(row, number.format(r.process).as_bytes());
+        field(row, number.format(r.gpu).as_bytes());
         row.push(b'\n');
         if row.len() >= ROWS_BUFFERED {
             self.out.write_all(row)?;
@@ -125,7 +276,7 @@ impl<W: Write> EventCsv<W> {
         Ok(())
     }
 
-    pub fn finish(mut self) -> std::io::Result<()> {
+    fn finish(mut self) -> std::io::Result<()> {
         self.out.write_all(&self.rows)?;
         self.out.flush()
     }
