@@ -22,6 +22,7 @@ use super::frames::readable;
 use super::history::{self, FrameReader, HistoryEntry};
 use super::model::{Action, BlockState, Frame, Snapshot};
 use super::pickle::{Pickle, Value};
+use super::rewind::{self, Alive, Rewound};
 use crate::model::Map;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -293,33 +294,6 @@ fn pid_of(name: &str) -> Option<u32> {
     crate::views::snapshots_beside::writer(name).map(|(_, pid)| pid)
 }
 
-/// A tensor alive before the window: its sizes and allocation stack.
-#[derive(Clone, Copy)]
-struct Alive {
-    size: u64,
-    requested: u64,
-    stack: u64,
-    /// Known from its `free_completed` only: allocated before the history.
-    freed_inside: bool,
-}
-
-/// A device's final state rewound through its history.
-#[derive(Default)]
-struct Rewound {
-    /// Segments and tensors alive before the first entry, by address.
-    segments: Map<u64, u64>,
-    alive: Map<u64, Alive>,
-    /// Block sizes of the allocations still alive at the end, by entry index (last first).
-    sizes: Vec<(usize, u64)>,
-    /// Entries the final state contradicts.
-    disagree: u64,
-    /// `time_us` of the first entry that has one, and the earliest and latest of all.
-    first_us: Option<i64>,
-    earliest_us: Option<i64>,
-    latest_us: Option<i64>,
-    entries: usize,
-}
-
 struct Builder {
     /// Added to every frame address and stack id: 0 for a snapshot of its own,
     /// [`BESIDE_IDS`] for one joining its process's trace.
@@ -420,46 +394,7 @@ impl Builder {
                 );
             }
         }
-        // Block sizes of the allocations still alive at the end, and what was alive
-        // before the first entry.
-        let trace = entries(p, list);
-        for (i, &v) in trace.iter().enumerate().rev() {
-            let e = history::entry(p, v).map_err(|msg| {
-                format!("not a PyTorch memory snapshot: device_traces[{device}][{i}]: {msg}")
-            })?;
-            if let Some(us) = e.time_us {
-                r.first_us = Some(us);
-                r.earliest_us = Some(r.earliest_us.map_or(us, |m| m.min(us)));
-                r.latest_us = Some(r.latest_us.map_or(us, |m| m.max(us)));
-            }
-            match e.action {
-                Action::SegmentAlloc | Action::SegmentMap => {
-                    r.disagree += r.segments.remove(&e.addr).is_none() as u64;
-                }
-                Action::SegmentFree | Action::SegmentUnmap => {
-                    r.segments.insert(e.addr, e.size);
-                }
-                Action::Alloc => match r.alive.remove(&e.addr) {
-                    Some(a) => r.sizes.push((i, a.size)),
-                    None => r.disagree += 1,
-                },
-                Action::FreeCompleted => {
-                    // Allocated before the window: who allocated it is not known.
-                    r.alive.insert(
-                        e.addr,
-                        Alive {
-                            size: 0,
-                            requested: e.size,
-                            stack: 0,
-                            freed_inside: true,
-                        },
-                    );
-                }
-                _ => {}
-            }
-        }
-        r.entries = trace.len();
-        Ok(r)
+        rewind::rewind(p, device, entries(p, list), r)
     }
 
     /// Device `device`'s cursor: what was alive before its history, queued first.

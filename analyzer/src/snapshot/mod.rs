@@ -10,6 +10,7 @@ pub mod history;
 pub mod model;
 pub mod pickle;
 pub mod read;
+pub mod rewind;
 pub mod timeline;
 pub mod write;
 
