@@ -29,6 +29,8 @@ enum Py<'a> {
     /// A frame list, written as dicts of `filename`, `line` and `name` without a value
     /// made for each: a hundred thousand entries of tens of frames each.
     Frames(&'a [Frame]),
+    /// A device's history, each entry written as its dict without a value made for it.
+    Entries(&'a [TraceEntry]),
 }
 
 fn s(v: &str) -> Py<'_> {
@@ -114,22 +116,6 @@ fn segment(device: i64, seg: &Segment) -> Py<'_> {
     ])
 }
 
-fn entry(e: &TraceEntry) -> Py<'_> {
-    let mut d = vec![("action", s(e.action.name()))];
-    if e.action == super::model::Action::Oom {
-        d.push(("device_free", int(e.device_free.unwrap_or(0))));
-    } else {
-        d.push(("addr", int(e.addr)));
-    }
-    d.push(("size", int(e.size)));
-    d.push(("stream", int(e.stream)));
-    if let Some(t) = e.time_us {
-        d.push(("time_us", int(t)));
-    }
-    d.push(("frames", frames(&e.frames)));
-    dict(d)
-}
-
 fn snapshot(snap: &Snapshot) -> Py<'_> {
     let segments = snap
         .devices
@@ -144,13 +130,7 @@ fn snapshot(snap: &Snapshot) -> Py<'_> {
         .unwrap_or(0)
         .max(snap.device_count.unwrap_or(0));
     let traces = (0..n)
-        .map(|i| {
-            Py::List(
-                snap.device(i as i64)
-                    .map(|d| d.trace.iter().map(entry).collect())
-                    .unwrap_or_default(),
-            )
-        })
+        .map(|i| Py::Entries(snap.device(i as i64).map_or(&[][..], |d| &d.trace)))
         .collect();
     let mut top = vec![
         ("segments", Py::List(segments)),
@@ -253,19 +233,13 @@ impl Pickler {
                     self.out.push(b'e');
                 }
             }
-            Py::Frames(frames) => {
+            Py::Frames(frames) => self.frames(frames),
+            Py::Entries(entries) => {
                 self.out.push(b']');
-                for chunk in frames.chunks(BATCH) {
+                for chunk in entries.chunks(BATCH) {
                     self.out.push(b'(');
-                    for f in chunk {
-                        self.out.extend([b'}', b'(']);
-                        self.str("filename");
-                        self.str(&f.filename);
-                        self.str("line");
-                        self.int(f.line.into());
-                        self.str("name");
-                        self.str(&f.name);
-                        self.out.push(b'u');
+                    for e in chunk {
+                        self.entry(e);
                     }
                     self.out.push(b'e');
                 }
@@ -282,6 +256,52 @@ impl Pickler {
                 }
             }
         }
+    }
+}
+
+impl Pickler {
+    fn frames(&mut self, frames: &[Frame]) {
+        self.out.push(b']');
+        for chunk in frames.chunks(BATCH) {
+            self.out.push(b'(');
+            for f in chunk {
+                self.out.extend([b'}', b'(']);
+                self.str("filename");
+                self.str(&f.filename);
+                self.str("line");
+                self.int(f.line.into());
+                self.str("name");
+                self.str(&f.name);
+                self.out.push(b'u');
+            }
+            self.out.push(b'e');
+        }
+    }
+
+    /// A history entry's dict: `action`, `addr` (`device_free` for an `oom`), `size`,
+    /// `stream`, `time_us` where known, and `frames`.
+    fn entry(&mut self, e: &TraceEntry) {
+        self.out.extend([b'}', b'(']);
+        self.str("action");
+        self.str(e.action.name());
+        if e.action == super::model::Action::Oom {
+            self.str("device_free");
+            self.int(e.device_free.unwrap_or(0).into());
+        } else {
+            self.str("addr");
+            self.int(e.addr.into());
+        }
+        self.str("size");
+        self.int(e.size.into());
+        self.str("stream");
+        self.int(e.stream.into());
+        if let Some(t) = e.time_us {
+            self.str("time_us");
+            self.int(t.into());
+        }
+        self.str("frames");
+        self.frames(&e.frames);
+        self.out.push(b'u');
     }
 }
 
