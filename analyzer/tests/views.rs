@@ -401,3 +401,24 @@ fn every_view_reports_bad_input_with_file_and_line_and_shows_what_was_read() {
     assert_eq!(g.len(), 1);
     assert_eq!(g[0]["bytes"], MIB);
 }
+
+#[test]
+fn a_csv_export_of_no_readable_trace_still_writes_its_header() {
+    // The rows are written on a thread of their own: a run that stops before its first
+    // event must still end it, header written, before the process exits.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, b"").unwrap();
+    for i in 0..20 {
+        let out = dir.path().join(format!("out{i}.csv"));
+        let path = |f: &Path| f.to_str().unwrap().to_string();
+        let (out_s, empty_s) = (path(&out), path(&empty));
+        let run = vramtrace(&["export", "--format", "csv", "-o", &out_s, &empty_s]);
+        assert!(!run.status.success());
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "time_s,pid,tid,device,api,op,kind,result,addr,size,process_device_bytes,gpu_bytes\n",
+            "run {i}"
+        );
+    }
+}

@@ -42,8 +42,9 @@ pub fn timeline(t: &Timeline) -> String {
 
 /// Bytes of rows formatted before they are written.
 const ROWS_BUFFERED: usize = 1 << 20;
-/// Rows handed to the writing thread at a time, and batches that may wait for it.
+/// Rows handed to the writing thread at a time.
 const BATCH: usize = 8192;
+/// Batches that may wait for the writing thread.
 const AHEAD: usize = 4;
 
 /// What a row says, taken from the replay: formatted on a thread of its own.
@@ -86,7 +87,8 @@ enum Writer<W: Write + Send + 'static> {
     },
     /// No thread could be started: rows are formatted here.
     Inline(RowWriter<W>),
-    /// The thread is joined (an error of its was returned).
+    /// The thread is joined, or the rows written: by `finish`, or after the thread's error
+    /// was returned.
     Done,
 }
 
@@ -140,6 +142,7 @@ impl<W: Write + Send + 'static> EventCsv<W> {
             Op::Create if e.ok() && e.kind() != e.api.kind() => {
                 self.off_device.insert(key(e.handle.unwrap_or(0)), e.kind());
             }
+            // Most runs have no such memory: no look-up for every free then.
             Op::Free if e.ok() && !self.off_device.is_empty() => {
                 return self.off_device.remove(&key(e.addr)).unwrap_or(e.kind())
             }
@@ -203,7 +206,11 @@ impl<W: Write + Send + 'static> EventCsv<W> {
                 }
                 self.batch.clear();
             }
-            Writer::Done => self.batch.clear(),
+            Writer::Done => {
+                if !self.batch.is_empty() {
+                    return Err(std::io::Error::other("rows after the CSV writer stopped"));
+                }
+            }
         }
         Ok(())
     }
@@ -226,6 +233,15 @@ impl<W: Write + Send + 'static> EventCsv<W> {
     pub fn finish(mut self) -> std::io::Result<()> {
         self.hand_over()?;
         self.join()
+    }
+}
+
+/// A view that stops early (no readable input) drops the export unfinished: the header
+/// is still written, as a buffered writer dropped writes it, and the thread is over
+/// before the process exits.
+impl<W: Write + Send + 'static> Drop for EventCsv<W> {
+    fn drop(&mut self) {
+        let _ = self.join();
     }
 }
 

@@ -3,8 +3,8 @@
 //! sizes of the allocations still alive at the end, and the entries the final state
 //! contradicts.
 //!
-//! Every entry is read here, and nothing else runs meanwhile (the events wait for what
-//! was alive before): a long history is rewound in two halves at once. The later half is
+//! Every entry is read here, and nothing else of the snapshot runs meanwhile (its events
+//! wait for what was alive before): a long history is rewound in two halves at once. The later half is
 //! rewound from the final state as usual. The earlier one is rewound from an unknown
 //! state: an address is looked up in the later half's result only where the earlier half
 //! allocates it before anything of its own set it (in rewind order), and whatever it set
@@ -322,6 +322,8 @@ mod tests {
             Action::SegmentFree,
             Action::SegmentMap,
             Action::SegmentUnmap,
+            Action::Snapshot,
+            Action::Oom,
         ];
         for _ in 0..300 {
             let len = next(40) as usize;
@@ -336,7 +338,14 @@ mod tests {
                 .collect();
             let bytes = memory_viz_bytes(&Snapshot::from_segments([], [(0, trace)]));
             let p = parse(&bytes).unwrap();
-            let mut start = Rewound::default();
+            let mut start = Rewound {
+                disagree: next(3),
+                first_us: (next(2) == 0).then(|| next(1000) as i64),
+                earliest_us: (next(2) == 0).then(|| next(1000) as i64),
+                latest_us: (next(2) == 0).then(|| next(1000) as i64),
+                sizes: vec![(1000, 512)],
+                ..Default::default()
+            };
             for addr in 0..6 {
                 if next(2) == 0 {
                     start.segments.insert(512 * addr, 4096);
