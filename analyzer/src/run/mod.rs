@@ -14,6 +14,7 @@ mod feed;
 mod files;
 mod hook_ooms;
 mod progress;
+mod queue;
 mod snapshots;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
@@ -22,7 +23,6 @@ use crate::input;
 use crate::model::{Change, ProcessModel};
 use progress::Progress;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use vramtrace_schema::reader::{compressed, TraceError, TraceReader};
 use vramtrace_schema::Event;
@@ -203,7 +203,7 @@ impl Run {
             last_read: 0,
         };
         // (run time, what, source): at one moment, events before ends.
-        let mut queue = BinaryHeap::new();
+        let mut queue = queue::Queue::new();
         for i in 0..sources.len() {
             if let Some(t) = run.pull(&mut sources, i) {
                 queue.push(Reverse((t, ends::EVENT, i)));
