@@ -65,7 +65,7 @@ pub fn read(reader: &mut dyn Read, chunks: SyncSender<Chunk>, chunk: usize) {
             let at = from + k;
             match fast::scan(&buf[at + 1..], base + at) {
                 Some(raw) => {
-                    from = at + 1 + raw.len;
+                    from = at + 1 + raw.len();
                     raws.push(raw);
                 }
                 None => from = at + 1,

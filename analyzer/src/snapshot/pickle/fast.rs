@@ -22,39 +22,52 @@ pub const MAX_BYTES: usize = 200;
 /// The most keys of an entry read here (PyTorch writes 6 or 7).
 const MAX_KEYS: usize = 8;
 
-/// Where the dict is put in the memo.
+/// Where the dict is put in the memo (`put_at` holds the index of `At`).
 #[derive(Clone, Copy, Debug)]
 enum Put {
+    None,
     /// `MEMOIZE`: at the memo's length.
     Next,
-    /// `BINPUT`, `LONG_BINPUT`: at this index.
-    At(usize),
+    /// `BINPUT`, `LONG_BINPUT`: at `put_at`.
+    At,
 }
 
-/// An entry's bytes read, its memo references not yet looked up.
+/// An entry's bytes read, its memo references not yet looked up. Millions are written on
+/// one thread and read on another: kept to two cache lines.
 #[derive(Clone, Debug)]
 pub struct Raw {
     /// Offset in the stream of its `EMPTY_DICT`.
     pub at: usize,
+    /// Values: a memo index where bit i of `memo` is set, an integer otherwise.
+    values: [i64; MAX_KEYS],
+    /// Keys: memo indices.
+    keys: [u32; MAX_KEYS],
+    put_at: u32,
+    put: Put,
+    len: u8,
+    memo: u8,
+    /// Keys and values.
+    pairs: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Raw>() <= 128);
+
+impl Raw {
     /// Bytes after the `EMPTY_DICT`, up to and including `SETITEMS`.
-    pub len: usize,
-    put: Option<Put>,
-    /// Keys and values, alternating: a memo index where bit i of `memo` is set, an integer
-    /// otherwise.
-    items: [i64; 2 * MAX_KEYS],
-    memo: u16,
-    count: u8,
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
 }
 
 /// Reads the bytes after an `EMPTY_DICT` at stream offset `at` (`b`, which holds at
 /// least [`MAX_BYTES`] of them where the stream has as many) as an entry's; `None` when
 /// they are not one.
 pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
-    let (mut i, put) = match *b.first()? {
-        0x94 => (1, Some(Put::Next)),
-        b'q' => (2, Some(Put::At(*b.get(1)? as usize))),
-        b'r' => (5, Some(Put::At(u32_at(b, 1)? as usize))),
-        _ => (0, None),
+    let (mut i, put, put_at) = match *b.first()? {
+        0x94 => (1, Put::Next, 0),
+        b'q' => (2, Put::At, *b.get(1)? as u32),
+        b'r' => (5, Put::At, u32_at(b, 1)?),
+        _ => (0, Put::None, 0),
     };
     if *b.get(i)? != b'(' {
         return None;
@@ -62,11 +75,13 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
     i += 1;
     let mut raw = Raw {
         at,
-        len: 0,
+        values: [0; MAX_KEYS],
+        keys: [0; MAX_KEYS],
+        put_at,
         put,
-        items: [0; 2 * MAX_KEYS],
+        len: 0,
         memo: 0,
-        count: 0,
+        pairs: 0,
     };
     for n in 0..=2 * MAX_KEYS {
         let op = *b.get(i)?;
@@ -74,8 +89,8 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
         let (item, memo) = match op {
             // SETITEMS after a value.
             b'u' if n % 2 == 0 => {
-                raw.len = i;
-                raw.count = n as u8;
+                raw.len = u8::try_from(i).ok()?;
+                raw.pairs = (n / 2) as u8;
                 return Some(raw);
             }
             b'h' => {
@@ -114,8 +129,13 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
             }
             _ => return None,
         };
-        *raw.items.get_mut(n)? = item;
-        raw.memo |= (memo as u16) << n;
+        // Memo indices (`h`, `j`) are at most u32::MAX.
+        if n % 2 == 0 {
+            *raw.keys.get_mut(n / 2)? = item as u32;
+        } else {
+            *raw.values.get_mut(n / 2)? = item;
+            raw.memo |= (memo as u8) << (n / 2);
+        }
     }
     None
 }
@@ -131,9 +151,9 @@ pub fn resolve(
     order: &[u8; 16],
 ) -> Option<(Option<usize>, Entry)> {
     let put_at = match raw.put {
-        Some(Put::Next) => Some(memo_len),
-        Some(Put::At(k)) => Some(k),
-        None => None,
+        Put::Next => Some(memo_len),
+        Put::At => Some(raw.put_at as usize),
+        Put::None => None,
     };
     // A memo entry as it is before the put: one naming the dict itself is left to the
     // machine, which puts first.
@@ -142,10 +162,9 @@ pub fn resolve(
         _ => None,
     };
     let mut e = Entry::empty();
-    let pairs = raw.count as usize / 2;
-    for (pair, &slot) in order.iter().enumerate().take(pairs) {
+    for (pair, &slot) in order.iter().enumerate().take(raw.pairs as usize) {
         let slot = slot as usize;
-        let (key, value) = (raw.items[2 * pair], raw.items[2 * pair + 1]);
+        let (key, value) = (raw.keys[pair] as i64, raw.values[pair]);
         // Keys are memo references (`scan` takes nothing else).
         let Some(Value::Str(kid)) = get(key) else {
             return None;
@@ -153,7 +172,7 @@ pub fn resolve(
         if keys.get(slot) != Some(&Some(kid)) || e.has(slot) {
             return None;
         }
-        let value = if raw.memo & (2 << (2 * pair)) != 0 {
+        let value = if raw.memo & (1 << pair) != 0 {
             get(value)?
         } else {
             Value::Int(value)

@@ -676,7 +676,7 @@ impl Machine<'_> {
         let Some(raw) = raw else {
             return false;
         };
-        let len = raw.len;
+        let len = raw.len();
         let Some((put, e)) = fast::resolve(
             raw,
             &self.memo,
