@@ -2,6 +2,8 @@
 //! and renders views of it. The `vramtrace` binary is a thin command line over this.
 
 pub mod cmd;
+#[cfg(test)]
+mod draws;
 pub mod errors;
 pub mod input;
 pub mod model;

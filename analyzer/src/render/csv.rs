@@ -360,13 +360,7 @@ mod tests {
     fn rows_read_as_their_fields_whatever_repeats() {
         // More distinct (pid, tid, device, API, kind, result) than are kept, in runs and
         // alternating; the GPU's figure the process's or not.
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::draws::below(0x2545_f491_4f6c_dd1d);
         let mut writer = RowWriter::new(Vec::new()).unwrap();
         let mut expected =
             "time_s,pid,tid,device,api,op,kind,result,addr,size,process_device_bytes,gpu_bytes\n"

@@ -50,13 +50,7 @@ mod tests {
 
     #[test]
     fn items_come_out_as_from_a_heap() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::draws::below(0x9e37_79b9_7f4a_7c15);
         for _ in 0..2000 {
             let (mut queue, mut heap) = (Queue::new(), BinaryHeap::new());
             for _ in 0..next(60) {

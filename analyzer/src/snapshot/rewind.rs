@@ -307,13 +307,7 @@ mod tests {
     /// state, split at every entry.
     #[test]
     fn random_histories_rewind_in_halves_as_in_one_pass() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = crate::draws::below(0x2545_f491_4f6c_dd1d);
         let actions = [
             Action::Alloc,
             Action::FreeRequested,
