@@ -288,21 +288,25 @@ impl<W: Write> RowWriter<W> {
         match self.middles.iter().find(|m| m.0 == key) {
             Some((_, text)) => row.extend_from_slice(text),
             None => {
-                let mut text = Vec::new();
-                field(&mut text, number.format(r.pid).as_bytes());
-                field(&mut text, number.format(r.tid).as_bytes());
-                field(&mut text, number.format(r.dev).as_bytes());
-                field(&mut text, r.api.name().as_bytes());
-                field(&mut text, r.api.op().name().as_bytes());
-                field(&mut text, r.kind.name().as_bytes());
-                field(&mut text, number.format(r.res).as_bytes());
-                row.extend_from_slice(&text);
-                if self.middles.len() < MIDDLES {
-                    self.middles.push((key, text));
+                // The oldest kept, buffer and all, once as many are kept as may be.
+                let slot = if self.middles.len() < MIDDLES {
+                    self.middles.push((key, Vec::new()));
+                    self.middles.len() - 1
                 } else {
-                    self.middles[self.oldest] = (key, text);
                     self.oldest = (self.oldest + 1) % MIDDLES;
-                }
+                    (self.oldest + MIDDLES - 1) % MIDDLES
+                };
+                let (kept, text) = &mut self.middles[slot];
+                *kept = key;
+                text.clear();
+                field(text, number.format(r.pid).as_bytes());
+                field(text, number.format(r.tid).as_bytes());
+                field(text, number.format(r.dev).as_bytes());
+                field(text, r.api.name().as_bytes());
+                field(text, r.api.op().name().as_bytes());
+                field(text, r.kind.name().as_bytes());
+                field(text, number.format(r.res).as_bytes());
+                row.extend_from_slice(text);
             }
         }
         field(row, number.format(r.addr).as_bytes());
