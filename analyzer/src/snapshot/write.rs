@@ -223,27 +223,9 @@ impl Pickler {
                 self.value(b);
                 self.out.push(0x86);
             }
-            Py::List(items) => {
-                self.out.push(b']');
-                for chunk in items.chunks(BATCH) {
-                    self.out.push(b'(');
-                    for i in chunk {
-                        self.value(i);
-                    }
-                    self.out.push(b'e');
-                }
-            }
+            Py::List(items) => self.list(items, Pickler::value),
             Py::Frames(frames) => self.frames(frames),
-            Py::Entries(entries) => {
-                self.out.push(b']');
-                for chunk in entries.chunks(BATCH) {
-                    self.out.push(b'(');
-                    for e in chunk {
-                        self.entry(e);
-                    }
-                    self.out.push(b'e');
-                }
-            }
+            Py::Entries(entries) => self.list(entries, Pickler::entry),
             Py::Dict(pairs) => {
                 self.out.push(b'}');
                 for chunk in pairs.chunks(BATCH) {
@@ -260,22 +242,29 @@ impl Pickler {
 }
 
 impl Pickler {
-    fn frames(&mut self, frames: &[Frame]) {
+    /// A list of `items`, each written by `item`, appended in batches.
+    fn list<T>(&mut self, items: &[T], mut item: impl FnMut(&mut Self, &T)) {
         self.out.push(b']');
-        for chunk in frames.chunks(BATCH) {
+        for chunk in items.chunks(BATCH) {
             self.out.push(b'(');
-            for f in chunk {
-                self.out.extend([b'}', b'(']);
-                self.str("filename");
-                self.str(&f.filename);
-                self.str("line");
-                self.int(f.line.into());
-                self.str("name");
-                self.str(&f.name);
-                self.out.push(b'u');
+            for i in chunk {
+                item(self, i);
             }
             self.out.push(b'e');
         }
+    }
+
+    fn frames(&mut self, frames: &[Frame]) {
+        self.list(frames, |p, f| {
+            p.out.extend([b'}', b'(']);
+            p.str("filename");
+            p.str(&f.filename);
+            p.str("line");
+            p.int(f.line.into());
+            p.str("name");
+            p.str(&f.name);
+            p.out.push(b'u');
+        });
     }
 
     /// A history entry's dict: `action`, `addr` (`device_free` for an `oom`), `size`,
