@@ -20,7 +20,7 @@
 use super::block_sizes::Layout;
 use super::frames::readable;
 use super::history::{self, FrameReader, HistoryEntry};
-use super::model::{Action, BlockState, Frame, Snapshot};
+use super::model::{Action, Frame, Snapshot};
 use super::pickle::{Pickle, Value};
 use super::rewind::{self, Alive, Rewound};
 use crate::model::Map;
@@ -378,22 +378,8 @@ impl Builder {
         device: i64,
         list: Option<Value>,
     ) -> Result<Rewound, String> {
-        let mut r = Rewound::default();
-        for s in snap.device(device).map_or(&[][..], |d| &d.segments) {
-            r.segments.insert(s.address, s.total_size);
-            for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
-                let stack = self.stack(&b.frames);
-                r.alive.insert(
-                    b.address,
-                    Alive {
-                        size: b.size,
-                        requested: b.requested_size.unwrap_or(b.size),
-                        stack,
-                        freed_inside: false,
-                    },
-                );
-            }
-        }
+        let segments = snap.device(device).map_or(&[][..], |d| &d.segments);
+        let r = Rewound::from_final(segments, |frames| self.stack(frames));
         rewind::rewind(p, device, entries(p, list), r)
     }
 

@@ -11,7 +11,7 @@
 //! last wins, as it would have in one pass. Both give the same figures.
 
 use super::history::{self, HistoryEntry};
-use super::model::Action;
+use super::model::{Action, BlockState, Frame, Segment};
 use super::pickle::{Pickle, Value};
 use crate::model::Map;
 
@@ -43,6 +43,27 @@ pub struct Rewound {
     pub earliest_us: Option<i64>,
     pub latest_us: Option<i64>,
     pub entries: usize,
+}
+
+impl Rewound {
+    /// The final state, to rewind from: `segments` and their blocks in use, each with
+    /// the stack `stack` gives its frames.
+    pub fn from_final(segments: &[Segment], mut stack: impl FnMut(&[Frame]) -> u64) -> Rewound {
+        let mut r = Rewound::default();
+        for s in segments {
+            r.segments.insert(s.address, s.total_size);
+            for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
+                let a = Alive {
+                    size: b.size,
+                    requested: b.requested_size.unwrap_or(b.size),
+                    stack: stack(&b.frames),
+                    freed_inside: false,
+                };
+                r.alive.insert(b.address, a);
+            }
+        }
+        r
+    }
 }
 
 /// `r` (the final state: its segments and live tensors) rewound through `trace`, the
@@ -245,22 +266,10 @@ mod tests {
     use crate::snapshot::write::memory_viz_bytes;
 
     /// The state each fixture's history is rewound from: its final segments and blocks
-    /// (a stack id made up from the address, which the rewind only carries).
+    /// (a stack id made up from the frame count, which the rewind only carries).
     fn final_state(snap: &Snapshot, device: i64) -> Rewound {
-        let mut r = Rewound::default();
-        for s in snap.device(device).map_or(&[][..], |d| &d.segments) {
-            r.segments.insert(s.address, s.total_size);
-            for b in &s.blocks {
-                let a = Alive {
-                    size: b.size,
-                    requested: b.requested_size.unwrap_or(b.size),
-                    stack: b.address % 7,
-                    freed_inside: false,
-                };
-                r.alive.insert(b.address, a);
-            }
-        }
-        r
+        let segments = snap.device(device).map_or(&[][..], |d| &d.segments);
+        Rewound::from_final(segments, |frames| frames.len() as u64)
     }
 
     /// Rewound in two halves split at `at`, for every `at` in `points`, as in one pass.
