@@ -293,8 +293,9 @@ impl<W: Write> RowWriter<W> {
                     self.middles.push((key, Vec::new()));
                     self.middles.len() - 1
                 } else {
-                    self.oldest = (self.oldest + 1) % MIDDLES;
-                    (self.oldest + MIDDLES - 1) % MIDDLES
+                    let slot = self.oldest;
+                    self.oldest = (slot + 1) % MIDDLES;
+                    slot
                 };
                 let (kept, text) = &mut self.middles[slot];
                 *kept = key;
@@ -418,12 +419,9 @@ mod tests {
         checked.extend((edge - 2_000..edge + 2_000).step_by(7));
         checked.extend([u64::MAX, 1 << 53, (1 << 53) + 1, 1_700_000_000_123_456_789]);
         // A spread over every magnitude, from a fixed-seed generator.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = crate::draws::below(0x9e37_79b9_7f4a_7c15);
         for _ in 0..200_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            checked.push(x >> (x % 64));
+            checked.push(next(u64::MAX) >> next(64));
         }
         for ns in checked {
             let mut out = Vec::new();

@@ -80,11 +80,12 @@ impl Feed {
 
     /// The source once its thread is over: stopped where the replay stopped reading.
     fn finish(&mut self) {
-        if !matches!(self.state, State::Thread { .. }) {
-            return;
-        }
-        let State::Thread { thread, .. } = std::mem::replace(&mut self.state, State::Moving) else {
-            return;
+        let thread = match std::mem::replace(&mut self.state, State::Moving) {
+            State::Thread { thread, .. } => thread,
+            other => {
+                self.state = other;
+                return;
+            }
         };
         // The receiver went with the state above: a thread waiting to send stops.
         self.state = match thread.join() {

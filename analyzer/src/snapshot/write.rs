@@ -69,10 +69,6 @@ fn json(v: &serde_json::Value) -> Py<'_> {
     }
 }
 
-fn frames(f: &[Frame]) -> Py<'_> {
-    Py::Frames(f)
-}
-
 fn segment(device: i64, seg: &Segment) -> Py<'_> {
     let f = figures_of(std::slice::from_ref(seg));
     let requested: u64 = seg
@@ -90,7 +86,7 @@ fn segment(device: i64, seg: &Segment) -> Py<'_> {
                 ("size", int(b.size)),
                 ("requested_size", int(b.requested_size.unwrap_or(b.size))),
                 ("state", s(b.state.name())),
-                ("frames", frames(&b.frames)),
+                ("frames", Py::Frames(&b.frames)),
             ])
         })
         .collect();
@@ -111,7 +107,7 @@ fn segment(device: i64, seg: &Segment) -> Py<'_> {
             Py::Tuple2(Box::new(int(owner)), Box::new(int(id)))
         }),
         ("is_expandable", Py::Bool(seg.is_expandable)),
-        ("frames", frames(&seg.frames)),
+        ("frames", Py::Frames(&seg.frames)),
         ("blocks", Py::List(blocks)),
     ])
 }

@@ -158,7 +158,7 @@ impl Entry {
 
     /// The value of slot `i`, if present.
     pub fn slot(&self, i: usize) -> Option<Value> {
-        if self.present & (1 << i) == 0 {
+        if !self.has(i) {
             return None;
         }
         Some(match i {
@@ -172,7 +172,7 @@ impl Entry {
     /// Integer field `i` (an index into [`INT_KEYS`]) when the dict had it as an integer;
     /// `None` when it had it otherwise or not at all (then see `rest`).
     pub fn int(&self, i: usize) -> Option<i64> {
-        (self.present & (1 << i) != 0).then_some(self.ints[i])
+        self.has(i).then_some(self.ints[i])
     }
 
     /// `entry[key]` as the dict had it.
