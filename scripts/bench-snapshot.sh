@@ -6,6 +6,7 @@
 #
 #   scripts/bench-snapshot.sh                          # release build in $CARGO_TARGET_DIR
 #   BENCH_SNAPSHOT_MB=500 scripts/bench-snapshot.sh    # the size of the generated snapshot
+#   BENCH_SNAPSHOT_RUNS=5 scripts/bench-snapshot.sh    # alternations, the best kept (3)
 #
 # The snapshot is generated here from a real one (scripts/big-snapshot.py: its history
 # repeated, frames shared as PyTorch's pickler shares them) and deleted afterwards.
@@ -31,7 +32,7 @@ cat "$BIG" > /dev/null # a warm page cache for both readers
 
 RUNS=${BENCH_SNAPSHOT_RUNS:-3}
 
-# "wall_s rss_kib" of a command, its output discarded: the least wall time of one run.
+# "wall_s rss_kib" of one run of a command, its output discarded.
 measure_once() {
     /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "$@" > /dev/null 2> "$WORK/err.txt" || {
         say "$* failed:"; tail -3 "$WORK/err.txt" >&2; }
