@@ -65,7 +65,8 @@ pub fn entry(p: &Pickle, e: Value) -> Result<HistoryEntry, String> {
             size: field(1)?.unwrap_or(0),
             stream: field(2)?.unwrap_or(0),
             time_us: c.int(3),
-            device_free: field(4)?,
+            // Kept in `rest` where the entry has it.
+            device_free: None,
             frames: c.slot(FRAMES),
         });
     }

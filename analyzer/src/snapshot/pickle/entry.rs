@@ -1,7 +1,7 @@
 //! History entries kept compact. A snapshot's history is nearly all of it: a million
 //! dicts of six keys (`action`, `addr`, `size`, `stream`, `time_us`, `frames`), each key
 //! and each frame list a memo reference into the file. As a dict of values, one entry
-//! takes ~200 bytes; as [`Entry`], a fixed record with the frame list by id, 56.
+//! takes ~200 bytes; as [`Entry`], a fixed record with the frame list by id, 48.
 //!
 //! A dict becomes an `Entry` when it has an `action` string and it is complete: filled
 //! by one SETITEMS while empty (as protocols 1-5 write a small dict), or appended to a list
@@ -11,19 +11,20 @@
 
 use super::{Object, Value};
 
-/// The integer fields kept inline, in this order.
-pub const INT_KEYS: [&str; 5] = ["addr", "size", "stream", "time_us", "device_free"];
+/// The integer fields kept inline, in this order. An `oom` entry's `device_free` is not
+/// one: a slot that nearly every entry leaves empty would make each 8 bytes larger.
+pub const INT_KEYS: [&str; 4] = ["addr", "size", "stream", "time_us"];
 /// All keys with a slot: the integer fields, then `action` and `frames`.
-pub const ACTION: usize = 5;
-pub const FRAMES: usize = 6;
-pub const KEYS: usize = 7;
+pub const ACTION: usize = 4;
+pub const FRAMES: usize = 5;
+pub const KEYS: usize = 6;
 
 const NONE: u32 = u32::MAX;
 
 /// A history entry decoded from a dict. Ids are indices into `Pickle::objects`.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    ints: [i64; 5],
+    ints: [i64; 4],
     /// The `action` string.
     action: u32,
     /// The `frames` list or tuple (`NONE` when absent).
@@ -104,7 +105,7 @@ pub fn compact(
 impl Entry {
     pub fn empty() -> Entry {
         Entry {
-            ints: [0; 5],
+            ints: [0; 4],
             action: NONE,
             frames: NONE,
             rest: NONE,

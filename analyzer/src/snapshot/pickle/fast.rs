@@ -14,6 +14,7 @@
 //! objects.
 
 use super::entry::{Entry, KeyIds};
+use super::memo::Memo;
 use super::Value;
 
 /// The most bytes after `EMPTY_DICT` one entry read here takes: 8 keys and values of at
@@ -141,24 +142,23 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
 }
 
 /// `raw` as the entry it is, with the memo index the dict is put at: its references
-/// looked up in `memo` (of `memo_len` distinct indices) and its keys the objects `keys`
+/// looked up in `memo` and its keys the objects `keys`
 /// holds in the slots `order` gives (the entry before's); `None` where anything differs.
 pub fn resolve(
     raw: &Raw,
-    memo: &[Value],
-    memo_len: usize,
+    memo: &Memo,
     keys: &KeyIds,
     order: &[u8; 16],
 ) -> Option<(Option<usize>, Entry)> {
     let put_at = match raw.put {
-        Put::Next => Some(memo_len),
+        Put::Next => Some(memo.len()),
         Put::At => Some(raw.put_at as usize),
         Put::None => None,
     };
     // A memo entry as it is before the put: one naming the dict itself is left to the
     // machine, which puts first.
     let get = |k: i64| match usize::try_from(k) {
-        Ok(k) if Some(k) != put_at => memo.get(k).copied(),
+        Ok(k) if Some(k) != put_at => memo.get(k),
         _ => None,
     };
     let mut e = Entry::empty();

@@ -4,9 +4,9 @@ use super::ahead::{self, Ahead};
 use super::entry::{self, KeyIds};
 use super::fast;
 use super::input::{Input, Source};
+use super::memo::Memo;
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
-use crate::model::Map;
 use std::io::Read;
 use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
@@ -23,13 +23,7 @@ struct Machine<'r> {
     /// Offset of the opcode being run, for errors.
     at: usize,
     stack: Vec<Item>,
-    /// The memo, by index: a pickler numbers it from 0 upward, so indices come in order
-    /// and live in `memo`; a file may name any index, though, and a few bytes naming ever
-    /// larger ones must not allocate for every index in between: those go to `sparse`.
-    memo: Vec<Value>,
-    sparse: Map<usize, Value>,
-    /// Distinct indices written (Python's `len(memo)`, which MEMOIZE uses).
-    memo_len: usize,
+    memo: Memo,
     objects: Vec<Object>,
     entry_keys: KeyIds,
     /// The slots of the last entry's keys, in order (`entry::compact`).
@@ -99,9 +93,7 @@ fn parse_with(source: Source<'_>, fast: bool) -> Result<Pickle, PickleError> {
         input: Input::new(source),
         at: 0,
         stack: Vec::new(),
-        memo: Vec::new(),
-        sparse: Map::default(),
-        memo_len: 0,
+        memo: Memo::default(),
         objects: Vec::new(),
         entry_keys: Default::default(),
         key_order: [u8::MAX; 16],
@@ -376,7 +368,7 @@ impl Machine<'_> {
                     m.put(i)?;
                 }
                 0x94 => {
-                    let i = m.memo_len;
+                    let i = m.memo.len();
                     m.put(i)?;
                 }
                 other => {
@@ -445,7 +437,7 @@ impl Machine<'_> {
     fn int(&mut self, i: i128) -> Value {
         match i64::try_from(i) {
             Ok(i) => Value::Int(i),
-            Err(_) => Value::BigInt(self.alloc(Object::BigInt(i))),
+            Err(_) => Value::BigInt(self.alloc(Object::BigInt(Box::new(i)))),
         }
     }
 
@@ -680,7 +672,6 @@ impl Machine<'_> {
         let Some((put, e)) = fast::resolve(
             raw,
             &self.memo,
-            self.memo_len,
             &self.entry_keys,
             &self.key_order,
         ) else {
@@ -691,17 +682,20 @@ impl Machine<'_> {
         if self.input.peek(len).len() < len {
             return false;
         }
+        // The dict's id is the next object's.
+        if let Some(i) = put {
+            if !self.memo.set(i, Value::Dict(self.objects.len())) {
+                return false;
+            }
+        }
         self.input.advance(len);
         let id = self.alloc(Object::Entry(e));
-        if let Some(i) = put {
-            self.memo_set(i, Value::Dict(id));
-        }
         self.push(Value::Dict(id));
         true
     }
 
     fn get(&mut self, i: usize) -> R<()> {
-        match self.memo.get(i).or_else(|| self.sparse.get(&i)).copied() {
+        match self.memo.get(i) {
             Some(v) => {
                 self.push(v);
                 Ok(())
@@ -712,20 +706,10 @@ impl Machine<'_> {
 
     fn put(&mut self, i: usize) -> R<()> {
         let v = self.peek()?;
-        self.memo_set(i, v);
-        Ok(())
-    }
-
-    fn memo_set(&mut self, i: usize, v: Value) {
-        if i < self.memo.len() {
-            self.memo[i] = v;
-        } else if i == self.memo.len() {
-            // Nearly always empty: a look-up per memo entry is worth sparing.
-            let was_sparse = !self.sparse.is_empty() && self.sparse.remove(&i).is_some();
-            self.memo_len += !was_sparse as usize;
-            self.memo.push(v);
+        if self.memo.set(i, v) {
+            Ok(())
         } else {
-            self.memo_len += self.sparse.insert(i, v).is_none() as usize;
+            Err(self.err("more memo entries than a pickle of this size holds".into()))
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod entry;
 mod fast;
 mod input;
 mod machine;
+mod memo;
 mod text;
 
 pub use entry::Entry;
@@ -53,8 +54,12 @@ pub enum Object {
     Dict(Vec<(Value, Value)>),
     /// A dict that is a history entry, kept compact (`entry.rs`).
     Entry(Entry),
-    BigInt(i128),
+    /// Boxed: an `i128` would align every object to 16 bytes, and make each 8 larger.
+    BigInt(Box<i128>),
 }
+
+// A history entry is one object: its size is most of a decoded snapshot's.
+const _: () = assert!(std::mem::size_of::<Object>() <= 56);
 
 /// A decoded pickle: its root value and the arena the value points into.
 #[derive(Debug)]
@@ -210,8 +215,8 @@ impl Pickle {
     pub fn int(&self, v: Value) -> Option<i128> {
         match v {
             Value::Int(i) => Some(i as i128),
-            Value::BigInt(id) => match self.objects[id] {
-                Object::BigInt(i) => Some(i),
+            Value::BigInt(id) => match &self.objects[id] {
+                Object::BigInt(i) => Some(**i),
                 _ => None,
             },
             Value::Bool(b) => Some(b as i128),

@@ -1,0 +1,138 @@
+//! The pickle's memo, four bytes a slot. A pickler puts every container and string it
+//! writes in the memo, so a snapshot's memo has a slot per history entry: as 16-byte
+//! [`Value`]s that was a sixth of the decoded snapshot, and the memory it takes is most
+//! of what decoding costs (each page is faulted in once).
+//!
+//! A slot is the object id with its kind (what the pickler puts); anything else (numbers,
+//! `None`, ids past 2^28) goes to a side table. Indices come in order from a pickler and
+//! live in the dense slots; a file may name any index, though, and a few bytes naming ever
+//! larger ones must not allocate for every index in between: those go to `sparse`.
+
+use super::Value;
+use crate::model::Map;
+
+/// Bit 31 of a slot: the rest is an index into `side`.
+const SIDE: u32 = 1 << 31;
+/// Otherwise bits 28-30 are the kind, the rest the object id.
+const KIND_SHIFT: u32 = 28;
+const ID_MASK: u32 = (1 << KIND_SHIFT) - 1;
+
+#[derive(Default)]
+pub struct Memo {
+    dense: Vec<u32>,
+    side: Vec<Value>,
+    sparse: Map<usize, Value>,
+    /// Distinct indices written (Python's `len(memo)`, which MEMOIZE uses).
+    len: usize,
+}
+
+impl Memo {
+    /// Distinct indices written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<Value> {
+        match self.dense.get(i) {
+            Some(&slot) => Some(self.value(slot)),
+            None => self.sparse.get(&i).copied(),
+        }
+    }
+
+    /// Sets index `i` to `v`; false, with nothing set, when the side table is full (2^31
+    /// values that are no objects: more than a 2 GB file holds).
+    pub fn set(&mut self, i: usize, v: Value) -> bool {
+        if i > self.dense.len() {
+            self.len += self.sparse.insert(i, v).is_none() as usize;
+            return true;
+        }
+        let Some(slot) = self.slot(v) else {
+            return false;
+        };
+        if i < self.dense.len() {
+            self.dense[i] = slot;
+        } else {
+            // Nearly always empty: a look-up per memo entry is worth sparing.
+            let was_sparse = !self.sparse.is_empty() && self.sparse.remove(&i).is_some();
+            self.len += !was_sparse as usize;
+            self.dense.push(slot);
+        }
+        true
+    }
+
+    fn slot(&mut self, v: Value) -> Option<u32> {
+        let (kind, id) = match v {
+            Value::Str(id) => (0, id),
+            Value::Bytes(id) => (1, id),
+            Value::List(id) => (2, id),
+            Value::Tuple(id) => (3, id),
+            Value::Dict(id) => (4, id),
+            Value::Set(id) => (5, id),
+            Value::BigInt(id) => (6, id),
+            Value::None | Value::Bool(_) | Value::Int(_) | Value::Float(_) => (7, usize::MAX),
+        };
+        match u32::try_from(id) {
+            Ok(id) if kind < 7 && id <= ID_MASK => Some(kind << KIND_SHIFT | id),
+            _ => {
+                let at = u32::try_from(self.side.len()).ok().filter(|&at| at < SIDE)?;
+                self.side.push(v);
+                Some(SIDE | at)
+            }
+        }
+    }
+
+    #[inline]
+    fn value(&self, slot: u32) -> Value {
+        if slot & SIDE != 0 {
+            return self.side[(slot & !SIDE) as usize];
+        }
+        let id = (slot & ID_MASK) as usize;
+        match slot >> KIND_SHIFT {
+            0 => Value::Str(id),
+            1 => Value::Bytes(id),
+            2 => Value::List(id),
+            3 => Value::Tuple(id),
+            4 => Value::Dict(id),
+            5 => Value::Set(id),
+            _ => Value::BigInt(id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_comes_back_as_it_was_put() {
+        let values = [
+            Value::None,
+            Value::Bool(true),
+            Value::Int(-7),
+            Value::Int(i64::MIN),
+            Value::Float(0.5),
+            Value::Str(3),
+            Value::Bytes(ID_MASK as usize),
+            Value::List(ID_MASK as usize + 1),
+            Value::Tuple(0),
+            Value::Dict(usize::MAX),
+            Value::Set(12),
+            Value::BigInt(1 << 40),
+        ];
+        let mut memo = Memo::default();
+        for (i, &v) in values.iter().enumerate() {
+            assert!(memo.set(i, v));
+        }
+        // Sparse, then overwritten in place.
+        assert!(memo.set(1000, Value::Int(1)));
+        assert!(memo.set(2, Value::Str(9)));
+        for (i, &v) in values.iter().enumerate() {
+            let want = if i == 2 { Value::Str(9) } else { v };
+            assert_eq!(memo.get(i), Some(want), "index {i}");
+        }
+        assert_eq!(memo.get(1000), Some(Value::Int(1)));
+        assert_eq!(memo.get(values.len()), None);
+        assert_eq!(memo.len(), values.len() + 1);
+    }
+}
