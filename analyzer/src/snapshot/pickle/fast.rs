@@ -166,7 +166,11 @@ pub fn resolve(
         let slot = slot as usize;
         let (key, value) = (raw.keys[pair] as i64, raw.values[pair]);
         // Keys are memo references (`scan` takes nothing else).
-        let Some(Value::Str(kid)) = get(key) else {
+        let Some(kid) = usize::try_from(key)
+            .ok()
+            .filter(|&k| Some(k) != put_at)
+            .and_then(|k| memo.str(k))
+        else {
             return None;
         };
         if keys.get(slot) != Some(&Some(kid)) || e.has(slot) {

@@ -16,6 +16,7 @@ const SIDE: u32 = 1 << 31;
 /// Otherwise bits 28-30 are the kind, the rest the object id.
 const KIND_SHIFT: u32 = 28;
 const ID_MASK: u32 = (1 << KIND_SHIFT) - 1;
+const STR: u32 = 0;
 
 #[derive(Default)]
 pub struct Memo {
@@ -37,6 +38,19 @@ impl Memo {
         match self.dense.get(i) {
             Some(&slot) => Some(self.value(slot)),
             None => self.sparse.get(&i).copied(),
+        }
+    }
+
+    /// The string object at index `i`, if that is what it holds: a history entry's keys
+    /// are looked up by the million, and the kind is checked without building a value.
+    #[inline]
+    pub fn str(&self, i: usize) -> Option<usize> {
+        match self.dense.get(i) {
+            Some(&slot) if slot >> KIND_SHIFT == STR => Some((slot & ID_MASK) as usize),
+            _ => match self.get(i) {
+                Some(Value::Str(id)) => Some(id),
+                _ => None,
+            },
         }
     }
 
@@ -63,7 +77,7 @@ impl Memo {
 
     fn slot(&mut self, v: Value) -> Option<u32> {
         let (kind, id) = match v {
-            Value::Str(id) => (0, id),
+            Value::Str(id) => (STR, id),
             Value::Bytes(id) => (1, id),
             Value::List(id) => (2, id),
             Value::Tuple(id) => (3, id),
@@ -89,7 +103,7 @@ impl Memo {
         }
         let id = (slot & ID_MASK) as usize;
         match slot >> KIND_SHIFT {
-            0 => Value::Str(id),
+            STR => Value::Str(id),
             1 => Value::Bytes(id),
             2 => Value::List(id),
             3 => Value::Tuple(id),
