@@ -5,7 +5,6 @@
 use super::block::GroupKey;
 use super::Map;
 use std::hash::Hash;
-use vramtrace_schema::Kind;
 
 /// Device memory one process (or, keyed by process too, a run) holds on one device.
 #[derive(Clone, Debug)]
@@ -13,8 +12,6 @@ pub struct DeviceUsage<K = GroupKey> {
     pub device: i32,
     /// Bytes held now, all device kinds together.
     pub reserved: u64,
-    /// Bytes held now, by kind.
-    pub by_kind: Map<Kind, u64>,
     pub peak_reserved: u64,
     /// Time of the peak (ns since the process's trace start).
     pub peak_t: u64,
@@ -36,7 +33,6 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         DeviceUsage {
             device,
             reserved: 0,
-            by_kind: Map::default(),
             peak_reserved: 0,
             peak_t: 0,
             groups: Map::default(),
@@ -45,11 +41,9 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         }
     }
 
-    pub fn add(&mut self, t: u64, kind: Kind, key: K, size: u64) {
+    pub fn add(&mut self, t: u64, key: K, size: u64) {
         // Saturating: a hostile input's blocks of about 2^63 bytes each would overflow.
         self.reserved = self.reserved.saturating_add(size);
-        let by_kind = self.by_kind.entry(kind).or_default();
-        *by_kind = by_kind.saturating_add(size);
         let g = self.groups.entry(key).or_default();
         g.bytes = g.bytes.saturating_add(size);
         g.blocks += 1;
@@ -60,9 +54,8 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         }
     }
 
-    pub fn remove(&mut self, kind: Kind, key: K, size: u64) {
+    pub fn remove(&mut self, key: K, size: u64) {
         self.remove_blocks(
-            kind,
             key,
             GroupBytes {
                 bytes: size,
@@ -72,13 +65,10 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
     }
 
     /// Removes `gone.blocks` blocks of `gone.bytes` in all from group `key`.
-    pub fn remove_blocks(&mut self, kind: Kind, key: K, gone: GroupBytes) {
+    pub fn remove_blocks(&mut self, key: K, gone: GroupBytes) {
         let size = gone.bytes;
         self.settle_peak();
         self.reserved = self.reserved.saturating_sub(size);
-        if let Some(k) = self.by_kind.get_mut(&kind) {
-            *k = k.saturating_sub(size);
-        }
         if let Some(g) = self.groups.get_mut(&key) {
             g.bytes = g.bytes.saturating_sub(size);
             g.blocks = g.blocks.saturating_sub(gone.blocks);

@@ -7,7 +7,6 @@ use super::device::DeviceUsage;
 use super::process::Change;
 use super::Map;
 use std::collections::BTreeMap;
-use vramtrace_schema::Kind;
 
 #[derive(Clone, Debug, Default)]
 pub struct Layers {
@@ -92,7 +91,7 @@ impl Layers {
         self.tensors
             .entry(dev)
             .or_insert_with(|| DeviceUsage::new(dev))
-            .add(t, Kind::Allocated, key, requested);
+            .add(t, key, requested);
         self.changes.push(Change {
             dev,
             key,
@@ -113,7 +112,7 @@ impl Layers {
         d.allocated = d.allocated.saturating_sub(b.size);
         d.requested = d.requested.saturating_sub(b.requested);
         if let Some(t) = self.tensors.get_mut(&b.dev) {
-            t.remove(Kind::Allocated, b.key, b.requested);
+            t.remove(b.key, b.requested);
         }
         self.changes.push(Change {
             dev: b.dev,

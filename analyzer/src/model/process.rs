@@ -272,7 +272,7 @@ impl ProcessModel {
             self.devices
                 .entry(b.dev)
                 .or_insert_with(|| DeviceUsage::new(b.dev))
-                .add(b.t, kind, b.key(), b.size);
+                .add(b.t, b.key(), b.size);
         }
     }
 
@@ -284,7 +284,7 @@ impl ProcessModel {
                 self.pinned_host = self.pinned_host.saturating_sub(b.size);
             }
         } else if let Some(d) = self.devices.get_mut(&b.dev) {
-            d.remove(kind, b.key(), b.size);
+            d.remove(b.key(), b.size);
             self.changes.push(Change {
                 dev: b.dev,
                 key: b.key(),

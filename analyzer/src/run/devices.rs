@@ -55,12 +55,19 @@ pub struct RunDevices {
     pub devices: Vec<(DeviceId, DeviceUsage<RunGroupKey>)>,
     /// (process, ordinal) -> index in `devices`, so the hot path allocates nothing.
     index: Map<(usize, i32), usize>,
+    /// The last look-up of `index`: a process's events are nearly all on one device.
+    last: Option<((usize, i32), usize)>,
 }
 
 impl RunDevices {
     /// The run device of `ordinal` in process `process`, added if new.
     pub fn index_of(&mut self, process: usize, header: &Header, ordinal: i32) -> usize {
+        match self.last {
+            Some((key, i)) if key == (process, ordinal) => return i,
+            _ => {}
+        }
         if let Some(&i) = self.index.get(&(process, ordinal)) {
+            self.last = Some(((process, ordinal), i));
             return i;
         }
         let id = DeviceId::of(header, ordinal);
@@ -81,11 +88,10 @@ impl RunDevices {
         for c in changes {
             let i = self.index_of(process, header, c.dev);
             let usage = &mut self.devices[i].1;
-            let kind = c.key.api.kind();
             if c.added {
-                usage.add(t, kind, (process, c.key), c.bytes);
+                usage.add(t, (process, c.key), c.bytes);
             } else {
-                usage.remove(kind, (process, c.key), c.bytes);
+                usage.remove((process, c.key), c.bytes);
             }
         }
     }
@@ -117,7 +123,7 @@ impl RunDevices {
                 {
                     continue;
                 }
-                usage.remove_blocks(key.api.kind(), (process, key), held);
+                usage.remove_blocks((process, key), held);
                 out.push(Change {
                     dev: ordinal,
                     key,
