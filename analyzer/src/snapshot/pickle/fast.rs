@@ -166,13 +166,10 @@ pub fn resolve(
         let slot = slot as usize;
         let (key, value) = (raw.keys[pair] as i64, raw.values[pair]);
         // Keys are memo references (`scan` takes nothing else).
-        let Some(kid) = usize::try_from(key)
+        let kid = usize::try_from(key)
             .ok()
             .filter(|&k| Some(k) != put_at)
-            .and_then(|k| memo.str(k))
-        else {
-            return None;
-        };
+            .and_then(|k| memo.str(k))?;
         if keys.get(slot) != Some(&Some(kid)) || e.has(slot) {
             return None;
         }

@@ -669,12 +669,8 @@ impl Machine<'_> {
             return false;
         };
         let len = raw.len();
-        let Some((put, e)) = fast::resolve(
-            raw,
-            &self.memo,
-            &self.entry_keys,
-            &self.key_order,
-        ) else {
+        let Some((put, e)) = fast::resolve(raw, &self.memo, &self.entry_keys, &self.key_order)
+        else {
             return false;
         };
         // The bytes scanned are the stream's from here (read ahead, they may not all be

@@ -89,7 +89,9 @@ impl Memo {
         match u32::try_from(id) {
             Ok(id) if kind < 7 && id <= ID_MASK => Some(kind << KIND_SHIFT | id),
             _ => {
-                let at = u32::try_from(self.side.len()).ok().filter(|&at| at < SIDE)?;
+                let at = u32::try_from(self.side.len())
+                    .ok()
+                    .filter(|&at| at < SIDE)?;
                 self.side.push(v);
                 Some(SIDE | at)
             }
