@@ -146,3 +146,22 @@ fn a_wrapped_ring_buffer_is_anchored_at_the_snapshot() {
     assert_eq!(t.start_reserved, 134_217_728 - 109_051_904);
     assert_eq!(t.start_in_use, Some(48_748_928 - 39_976_976));
 }
+
+#[test]
+fn the_text_summary_names_the_snapshot_as_the_command() {
+    // A snapshot records no command line: the summary's process line names the file, as
+    // the report does, rather than nothing.
+    let path = fixtures().join("silmont_mem_snapshot.pickle");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .arg("summary")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().find(|l| l.starts_with("process ")).unwrap();
+    assert!(
+        line.ends_with(&format!(": {}", path.display())),
+        "the process line names the file: {line}"
+    );
+}

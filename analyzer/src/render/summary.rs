@@ -86,7 +86,7 @@ pub fn text(s: &Summary) -> String {
             "process {} on {}{rank}: {}{state}",
             p.pid,
             t(&p.host),
-            t(&p.argv.join(" "))
+            t(&p.command())
         );
         let _ = writeln!(
             o,
