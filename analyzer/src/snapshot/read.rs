@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// The largest snapshot read (decompressed): the pickle is read as a stream and decodes
-/// to about 1.7 times its size, so 2 GB is what a 24 GiB machine reads comfortably.
+/// to about 1.4 times its size, so 2 GB is what a 24 GiB machine reads comfortably.
 pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
 
 /// Reads a snapshot file (a regular file of at most [`MAX_SNAPSHOT_BYTES`]). Errors name
