@@ -61,6 +61,15 @@ impl Memo {
             self.len += self.sparse.insert(i, v).is_none() as usize;
             return true;
         }
+        // A side entry put over by another number or `None` (`N` then `q\x00`, a million
+        // times) is reused: a new one each time would grow with the file, where Python's
+        // memo does not.
+        if let Some(&old) = self.dense.get(i) {
+            if old & SIDE != 0 && self.inline(v).is_none() {
+                self.side[(old & !SIDE) as usize] = v;
+                return true;
+            }
+        }
         let Some(slot) = self.slot(v) else {
             return false;
         };
@@ -76,6 +85,18 @@ impl Memo {
     }
 
     fn slot(&mut self, v: Value) -> Option<u32> {
+        if let Some(slot) = self.inline(v) {
+            return Some(slot);
+        }
+        let at = u32::try_from(self.side.len())
+            .ok()
+            .filter(|&at| at < SIDE)?;
+        self.side.push(v);
+        Some(SIDE | at)
+    }
+
+    /// `v` as a slot of its own: an object id of at most 28 bits, with its kind.
+    fn inline(&self, v: Value) -> Option<u32> {
         let (kind, id) = match v {
             Value::Str(id) => (STR, id),
             Value::Bytes(id) => (1, id),
@@ -88,13 +109,7 @@ impl Memo {
         };
         match u32::try_from(id) {
             Ok(id) if kind < 7 && id <= ID_MASK => Some(kind << KIND_SHIFT | id),
-            _ => {
-                let at = u32::try_from(self.side.len())
-                    .ok()
-                    .filter(|&at| at < SIDE)?;
-                self.side.push(v);
-                Some(SIDE | at)
-            }
+            _ => None,
         }
     }
 
@@ -150,5 +165,21 @@ mod tests {
         assert_eq!(memo.get(1000), Some(Value::Int(1)));
         assert_eq!(memo.get(values.len()), None);
         assert_eq!(memo.len(), values.len() + 1);
+    }
+
+    #[test]
+    fn an_index_put_over_and_over_takes_one_side_entry() {
+        let mut memo = Memo::default();
+        for n in 0..1000 {
+            assert!(memo.set(0, Value::Int(n)));
+        }
+        assert_eq!(memo.get(0), Some(Value::Int(999)));
+        assert_eq!(memo.side.len(), 1);
+        // And back to an object, then a number again.
+        assert!(memo.set(0, Value::Str(4)));
+        assert_eq!(memo.get(0), Some(Value::Str(4)));
+        assert!(memo.set(0, Value::None));
+        assert_eq!(memo.get(0), Some(Value::None));
+        assert_eq!(memo.len(), 1);
     }
 }
