@@ -62,9 +62,8 @@ pub struct RunDevices {
 impl RunDevices {
     /// The run device of `ordinal` in process `process`, added if new.
     pub fn index_of(&mut self, process: usize, header: &Header, ordinal: i32) -> usize {
-        match self.last {
-            Some((key, i)) if key == (process, ordinal) => return i,
-            _ => {}
+        if let Some((_, i)) = self.last.filter(|(key, _)| *key == (process, ordinal)) {
+            return i;
         }
         if let Some(&i) = self.index.get(&(process, ordinal)) {
             self.last = Some(((process, ordinal), i));

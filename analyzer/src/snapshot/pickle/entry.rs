@@ -49,6 +49,9 @@ fn id(i: usize) -> Option<u32> {
     u32::try_from(i).ok().filter(|&i| i != NONE)
 }
 
+/// The slot of each of an entry's first 16 keys, in the file's order (`u8::MAX`: none).
+pub type KeyOrder = [u8; 16];
+
 /// The key objects seen for each slot: what an entry's keys read back as.
 pub type KeyIds = [Option<usize>; KEYS];
 
@@ -59,7 +62,7 @@ pub type KeyIds = [Option<usize>; KEYS];
 pub fn compact(
     objects: &[Object],
     keys: &mut KeyIds,
-    order: &mut [u8; 16],
+    order: &mut KeyOrder,
     pairs: impl IntoIterator<Item = (Value, Value)>,
     rest: &mut Vec<(Value, Value)>,
 ) -> Option<Entry> {

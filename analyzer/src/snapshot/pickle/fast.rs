@@ -13,7 +13,7 @@
 //! machine would have made of those bytes, so both paths decode a file to the same
 //! objects.
 
-use super::entry::{Entry, KeyIds};
+use super::entry::{Entry, KeyIds, KeyOrder};
 use super::memo::Memo;
 use super::Value;
 
@@ -148,33 +148,28 @@ pub fn resolve(
     raw: &Raw,
     memo: &Memo,
     keys: &KeyIds,
-    order: &[u8; 16],
+    order: &KeyOrder,
 ) -> Option<(Option<usize>, Entry)> {
     let put_at = match raw.put {
         Put::Next => Some(memo.len()),
         Put::At => Some(raw.put_at as usize),
         Put::None => None,
     };
-    // A memo entry as it is before the put: one naming the dict itself is left to the
+    // A memo index as it is before the put: one naming the dict itself is left to the
     // machine, which puts first.
-    let get = |k: i64| match usize::try_from(k) {
-        Ok(k) if Some(k) != put_at => memo.get(k),
-        _ => None,
-    };
+    let before_put = |k: usize| (Some(k) != put_at).then_some(k);
     let mut e = Entry::empty();
     for (pair, &slot) in order.iter().enumerate().take(raw.pairs as usize) {
         let slot = slot as usize;
-        let (key, value) = (raw.keys[pair] as i64, raw.values[pair]);
         // Keys are memo references (`scan` takes nothing else).
-        let kid = usize::try_from(key)
-            .ok()
-            .filter(|&k| Some(k) != put_at)
-            .and_then(|k| memo.str(k))?;
+        let kid = before_put(raw.keys[pair] as usize).and_then(|k| memo.str(k))?;
         if keys.get(slot) != Some(&Some(kid)) || e.has(slot) {
             return None;
         }
+        let value = raw.values[pair];
         let value = if raw.memo & (1 << pair) != 0 {
-            get(value)?
+            let k = usize::try_from(value).ok().and_then(before_put)?;
+            memo.get(k)?
         } else {
             Value::Int(value)
         };

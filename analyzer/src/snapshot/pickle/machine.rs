@@ -1,7 +1,7 @@
 //! The pickle machine: one opcode at a time, onto a stack, a memo and the object arena.
 
 use super::ahead::{self, Ahead};
-use super::entry::{self, KeyIds};
+use super::entry::{self, KeyIds, KeyOrder};
 use super::fast;
 use super::input::{Input, Source};
 use super::memo::Memo;
@@ -27,7 +27,7 @@ struct Machine<'r> {
     objects: Vec<Object>,
     entry_keys: KeyIds,
     /// The slots of the last entry's keys, in order (`entry::compact`).
-    key_order: [u8; 16],
+    key_order: KeyOrder,
     /// Reused buffers: the values above a MARK, and the keys an entry keeps as a dict.
     marked: Vec<Value>,
     rest: Vec<(Value, Value)>,

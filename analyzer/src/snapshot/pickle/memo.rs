@@ -16,7 +16,14 @@ const SIDE: u32 = 1 << 31;
 /// Otherwise bits 28-30 are the kind, the rest the object id.
 const KIND_SHIFT: u32 = 28;
 const ID_MASK: u32 = (1 << KIND_SHIFT) - 1;
+/// The kinds: each `Value` that names an object.
 const STR: u32 = 0;
+const BYTES: u32 = 1;
+const LIST: u32 = 2;
+const TUPLE: u32 = 3;
+const DICT: u32 = 4;
+const SET: u32 = 5;
+const BIG_INT: u32 = 6;
 
 #[derive(Default)]
 pub struct Memo {
@@ -99,18 +106,16 @@ impl Memo {
     fn inline(&self, v: Value) -> Option<u32> {
         let (kind, id) = match v {
             Value::Str(id) => (STR, id),
-            Value::Bytes(id) => (1, id),
-            Value::List(id) => (2, id),
-            Value::Tuple(id) => (3, id),
-            Value::Dict(id) => (4, id),
-            Value::Set(id) => (5, id),
-            Value::BigInt(id) => (6, id),
-            Value::None | Value::Bool(_) | Value::Int(_) | Value::Float(_) => (7, usize::MAX),
+            Value::Bytes(id) => (BYTES, id),
+            Value::List(id) => (LIST, id),
+            Value::Tuple(id) => (TUPLE, id),
+            Value::Dict(id) => (DICT, id),
+            Value::Set(id) => (SET, id),
+            Value::BigInt(id) => (BIG_INT, id),
+            Value::None | Value::Bool(_) | Value::Int(_) | Value::Float(_) => return None,
         };
-        match u32::try_from(id) {
-            Ok(id) if kind < 7 && id <= ID_MASK => Some(kind << KIND_SHIFT | id),
-            _ => None,
-        }
+        let id = u32::try_from(id).ok().filter(|&id| id <= ID_MASK)?;
+        Some(kind << KIND_SHIFT | id)
     }
 
     #[inline]
@@ -121,11 +126,12 @@ impl Memo {
         let id = (slot & ID_MASK) as usize;
         match slot >> KIND_SHIFT {
             STR => Value::Str(id),
-            1 => Value::Bytes(id),
-            2 => Value::List(id),
-            3 => Value::Tuple(id),
-            4 => Value::Dict(id),
-            5 => Value::Set(id),
+            BYTES => Value::Bytes(id),
+            LIST => Value::List(id),
+            TUPLE => Value::Tuple(id),
+            DICT => Value::Dict(id),
+            SET => Value::Set(id),
+            // BIG_INT: `inline` writes no other kind.
             _ => Value::BigInt(id),
         }
     }
