@@ -336,9 +336,16 @@ fn remove_on_signal() {
             .name("vramtrace-pack-cleanup".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    cleanup();
+                    // The lock is held until the process is gone: the main thread, which
+                    // finds the files removed and would exit with an error (status 2)
+                    // first, waits at its own cleanup or its next member instead.
+                    let mut unpacked = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
+                    unpacked.clear();
                     // Ends as the signal would have ended vramtrace, status included.
                     let _ = signal_hook::low_level::emulate_default_handler(signal);
+                    // SAFETY: ending the process; only reached if the default action
+                    // did not end it.
+                    unsafe { libc::_exit(128 + signal) };
                 }
             });
     });
