@@ -138,6 +138,24 @@ fn snapshot_view(dir: &Path, name: &str, bytes: &[u8]) -> Output {
 }
 
 #[test]
+fn a_small_zstd_file_of_empty_lists_is_refused_before_it_fills_memory() {
+    // 64 MiB of EMPTY_LIST in a few kilobytes: each byte a 56-byte list and a 16-byte
+    // stack item, 4.5 GiB if nothing stopped it (over the limit: an abort).
+    let bytes = pickle(&vec![b']'; 64 << 20]);
+    let small = zstd::encode_all(&bytes[..], 3).unwrap();
+    assert!(small.len() < 100_000, "{} bytes", small.len());
+    let dir = tempfile::tempdir().unwrap();
+    let out = snapshot_view(dir.path(), "lists.pickle.zst", &small);
+    assert_exit(&out, 2, "empty lists");
+    let e = stderr(&out);
+    assert!(e.contains("lists.pickle.zst: byte "), "{e}");
+    assert!(
+        e.contains("more than 24 times") && e.contains("refused before it exhausts memory"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_memo_index_growing_a_mebibyte_a_step_costs_nothing() {
     // None, then 4,000 LONG_BINPUTs, each to an index 2^20 past the last: 20 KB.
     let mut body = vec![b'N'];

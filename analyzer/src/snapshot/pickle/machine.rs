@@ -1,6 +1,7 @@
 //! The pickle machine: one opcode at a time, onto a stack, a memo and the object arena.
 
 use super::ahead::{self, Ahead};
+use super::budget;
 use super::entry::{self, KeyIds, KeyOrder};
 use super::fast;
 use super::input::{Input, Source};
@@ -8,6 +9,7 @@ use super::memo::Memo;
 use super::text::{raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
 use std::io::Read;
+use std::mem::size_of;
 use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
 
@@ -34,6 +36,11 @@ struct Machine<'r> {
     /// Whether history entries are read in one step (`fast.rs`); off only to test that
     /// both paths agree.
     fast: bool,
+    /// Bytes the objects hold outside the arena, and opcodes until the next look at the
+    /// memory budget (`budget.rs`).
+    made: usize,
+    until_check: u32,
+    budget: budget::Budget,
 }
 
 type R<T> = Result<T, PickleError>;
@@ -100,6 +107,9 @@ fn parse_with(source: Source<'_>, fast: bool) -> Result<Pickle, PickleError> {
         marked: Vec::new(),
         rest: Vec::new(),
         fast,
+        made: 0,
+        until_check: budget::CHECK_EVERY,
+        budget: budget::Budget::of_this_machine(),
     };
     m.run().map_err(|e| match m.input.error.take() {
         Some(io) => PickleError {
@@ -116,6 +126,11 @@ impl Machine<'_> {
         let mut protocol = 0;
         loop {
             m.at = m.input.offset();
+            m.until_check -= 1;
+            if m.until_check == 0 {
+                m.until_check = budget::CHECK_EVERY;
+                m.check_budget()?;
+            }
             let Some(op) = m.input.byte() else {
                 return Err(m.err("the pickle ends without a STOP opcode".into()));
             };
@@ -479,7 +494,21 @@ impl Machine<'_> {
             .map_err(|_| self.err(format!("bad memo index {line:?}")))
     }
 
+    /// Stops a file that makes more of its bytes than any snapshot does (`budget.rs`).
+    fn check_budget(&self) -> R<()> {
+        let footprint = self.made
+            + self.objects.len() * size_of::<Object>()
+            + self.stack.capacity() * size_of::<Item>()
+            + self.memo.bytes()
+            + self.marked.capacity() * size_of::<Value>()
+            + self.rest.capacity() * size_of::<(Value, Value)>();
+        self.budget
+            .check(footprint, self.input.offset())
+            .map_err(|msg| self.err(msg))
+    }
+
     fn alloc(&mut self, o: Object) -> usize {
+        self.made += o.heap_bytes();
         self.objects.push(o);
         self.objects.len() - 1
     }
@@ -561,7 +590,11 @@ impl Machine<'_> {
             }
         }
         match &mut self.objects[id] {
-            Object::Seq(v) => v.extend_from_slice(&self.marked),
+            Object::Seq(v) => {
+                let before = v.capacity();
+                v.extend_from_slice(&self.marked);
+                self.made += (v.capacity() - before) * size_of::<Value>();
+            }
             _ => unreachable!("list ids name sequences"),
         }
         Ok(())
@@ -585,7 +618,8 @@ impl Machine<'_> {
             return;
         };
         if let Some(e) = self.with_rest(e) {
-            self.objects[id] = Object::Entry(e);
+            let dict = std::mem::replace(&mut self.objects[id], Object::Entry(e));
+            self.made -= dict.heap_bytes();
         }
     }
 
@@ -645,10 +679,15 @@ impl Machine<'_> {
             _ => None,
         };
         if let Some(pairs) = expanded {
+            self.made += pairs.capacity() * size_of::<(Value, Value)>();
             self.objects[id] = Object::Dict(pairs);
         }
         match &mut self.objects[id] {
-            Object::Dict(d) => d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1]))),
+            Object::Dict(d) => {
+                let before = d.capacity();
+                d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1])));
+                self.made += (d.capacity() - before) * size_of::<(Value, Value)>();
+            }
             _ => unreachable!("dict ids name dicts"),
         }
         Ok(())

@@ -40,6 +40,13 @@ impl Memo {
         self.len
     }
 
+    /// Bytes the memo holds (a map entry counted as its key, value and control byte).
+    pub fn bytes(&self) -> usize {
+        self.dense.capacity() * std::mem::size_of::<u32>()
+            + self.side.capacity() * std::mem::size_of::<Value>()
+            + self.sparse.capacity() * (std::mem::size_of::<(usize, Value)>() + 1)
+    }
+
     #[inline]
     pub fn get(&self, i: usize) -> Option<Value> {
         match self.dense.get(i) {

@@ -9,14 +9,16 @@
 //!
 //! Values live in an arena (`Pickle::objects`) and refer to each other by index, so a memo
 //! reference (`BINGET`) costs one word however large the object it names: a file of N bytes
-//! never grows past O(N) in memory, whatever it shares. A value is 16 bytes, a memo slot
-//! 4 (`memo.rs`), the file is read as a stream (never held whole), and history entries are
-//! kept as fixed records (`entry.rs`): a snapshot decodes to about 1.4 times its size.
+//! never grows past O(N) in memory, whatever it shares, and `budget.rs` bounds the factor.
+//! A value is 16 bytes, a memo slot 4 (`memo.rs`), the file is read as a stream (never held
+//! whole), and history entries are kept as fixed records (`entry.rs`): a snapshot decodes
+//! to about 1.4 times its size.
 
 use std::borrow::Cow;
 use std::fmt;
 
 mod ahead;
+mod budget;
 pub mod entry;
 mod fast;
 mod input;
@@ -60,6 +62,21 @@ pub enum Object {
 
 // A history entry is one object: its size is most of a decoded snapshot's.
 const _: () = assert!(std::mem::size_of::<Object>() <= 56);
+
+impl Object {
+    /// Bytes the object holds outside itself (what the memory budget counts).
+    fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        match self {
+            Object::Str(s) => s.capacity(),
+            Object::Bytes(b) => b.capacity(),
+            Object::Seq(v) => v.capacity() * size_of::<Value>(),
+            Object::Dict(d) => d.capacity() * size_of::<(Value, Value)>(),
+            Object::Entry(_) => 0,
+            Object::BigInt(_) => size_of::<i128>(),
+        }
+    }
+}
 
 /// A decoded pickle: its root value and the arena the value points into.
 #[derive(Debug)]

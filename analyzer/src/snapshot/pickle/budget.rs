@@ -1,0 +1,124 @@
+//! How much memory decoding may take: a bound on what a hostile file can make of its bytes.
+//!
+//! One byte of pickle can make far more than one byte of objects: `]` makes a 56-byte
+//! object and a 16-byte stack item, `N` or `(` a stack item. A file of 2 GB of them (the
+//! most read), or a small zstd file that decompresses to one, would take over 100 GB.
+//! Snapshots decode to 1.4 to 12 times their size: 1.4 where a long history shares its
+//! frames through the memo, 12 for the densest fixture, whose bytes are mostly frame
+//! dicts of their own (a 17-byte dict becomes a 56-byte object and 96 bytes of pairs).
+//! Two limits, each with its own error:
+//! - [`TIMES`] the bytes read so far, plus [`FLOOR`]: twice the densest snapshot, so a
+//!   file that makes far more of its bytes is stopped early, at a few hundred megabytes;
+//! - three quarters of the memory free when reading began: a file within the first
+//!   limit may still not fit, and a clear error is better than the kernel's OOM killer.
+
+/// What the objects decoded may take, as a multiple of the bytes read.
+pub const TIMES: usize = 24;
+/// What they may take whatever was read: no small file is refused.
+pub const FLOOR: usize = 64 << 20;
+/// Opcodes between two checks: what they can make in between is a few megabytes.
+pub const CHECK_EVERY: u32 = 1 << 14;
+
+pub struct Budget {
+    /// The most the objects may take, whatever was read.
+    ceiling: usize,
+    /// The memory free when reading began, for the error.
+    free: Option<usize>,
+}
+
+impl Budget {
+    /// A budget within the memory free now.
+    pub fn of_this_machine() -> Budget {
+        Budget::within(free_memory())
+    }
+
+    /// A budget within `free` bytes (`None`: no limit but [`TIMES`]).
+    pub fn within(free: Option<usize>) -> Budget {
+        let ceiling = free.map_or(usize::MAX, |f| (f / 4 * 3).max(FLOOR));
+        Budget { ceiling, free }
+    }
+
+    /// Why `made` bytes of objects from `read` bytes of pickle are too many, if they are.
+    pub fn check(&self, made: usize, read: usize) -> Result<(), String> {
+        let times = FLOOR.saturating_add(read.saturating_mul(TIMES));
+        if made > times {
+            return Err(format!(
+                "the objects decoded so far take {}, more than {TIMES} times the {} of pickle \
+                 read, far more than any snapshot makes of its bytes: refused before it \
+                 exhausts memory",
+                bytes(made),
+                bytes(read)
+            ));
+        }
+        if made > self.ceiling {
+            return Err(format!(
+                "the objects decoded so far take {}, three quarters of the {} of memory free \
+                 when reading began: refused before it exhausts memory (read it where more \
+                 memory is free)",
+                bytes(made),
+                bytes(self.free.unwrap_or(self.ceiling))
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn bytes(n: usize) -> String {
+    crate::units::bytes(n as u64)
+}
+
+/// Memory this process may still take: what the kernel counts as available, less where
+/// the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace) has less
+/// room left under its limit.
+fn free_memory() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let available = meminfo.as_deref().and_then(mem_available);
+    let number =
+        |path: &str| -> Option<usize> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+    let cgroup = number("/sys/fs/cgroup/memory.max")
+        .map(|max| max.saturating_sub(number("/sys/fs/cgroup/memory.current").unwrap_or(0)));
+    match (available, cgroup) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes.
+fn mem_available(meminfo: &str) -> Option<usize> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_file_may_make_the_floor_whatever_it_is() {
+        let b = Budget::within(None);
+        assert!(b.check(FLOOR, 0).is_ok());
+        assert!(b.check(FLOOR + 1, 0).is_err());
+        assert!(b.check(FLOOR + TIMES * 1000, 1000).is_ok());
+        assert!(b.check(FLOOR + TIMES * 1000 + 1, 1000).is_err());
+    }
+
+    #[test]
+    fn past_three_quarters_of_the_free_memory_is_refused_with_its_own_reason() {
+        let free = 1usize << 30;
+        let b = Budget::within(Some(free));
+        let read = 100 << 20;
+        assert!(b.check(free / 4 * 3, read).is_ok());
+        let e = b.check(free / 4 * 3 + 1, read).unwrap_err();
+        assert!(e.contains("three quarters of the 1.0 GiB"), "{e}");
+        let e = b.check(FLOOR + 1, 0).unwrap_err();
+        assert!(e.contains("more than 24 times"), "{e}");
+    }
+
+    #[test]
+    fn mem_available_is_read_in_kibibytes() {
+        let text = "MemTotal:       24683664 kB\nMemFree:        14014492 kB\nMemAvailable:   23643000 kB\n";
+        assert_eq!(mem_available(text), Some(23_643_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
+}
