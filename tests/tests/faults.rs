@@ -158,10 +158,10 @@ fn sigkill_keeps_everything_up_to_the_last_flush_and_invents_nothing() {
     let mut log = String::new();
     // When each call was made, as the workload logged it.
     let mut made: Vec<u64> = Vec::new();
-    // Let it run until 1,000 calls are over 400 ms old (and at least 1 s), then kill -9: a
+    // Let it run until 1,000 calls are over 1.2 s old (and at least 2 s), then kill -9: a
     // loaded machine can make most of its calls late, so a count alone is not enough.
-    while started.elapsed() < Duration::from_secs(1)
-        || made.get(999).is_none_or(|&t| t + 400_000_000 > mono_ns())
+    while started.elapsed() < Duration::from_secs(2)
+        || made.get(999).is_none_or(|&t| t + 1_200_000_000 > mono_ns())
     {
         assert!(
             started.elapsed() < LIMIT,
@@ -222,16 +222,17 @@ fn sigkill_keeps_everything_up_to_the_last_flush_and_invents_nothing() {
             _ => assert_eq!(e.addr, c.arg, "event {i}: address freed"),
         }
     }
-    // Nothing older than the flush interval (100 ms) plus a generous margin for a loaded
-    // machine is missing.
+    // Nothing older than ten flush intervals (100 ms each) is missing: the margin is for a
+    // loaded machine, where the writer or the workload (between logging a call and making
+    // it) can be kept off the CPU for a few hundred milliseconds beside 64 busy threads.
     let old = calls
         .iter()
-        .filter(|c| c.mono_ns + 300_000_000 < killed_at)
+        .filter(|c| c.mono_ns + 1_000_000_000 < killed_at)
         .count();
     assert!(old >= 1000, "the run lasted long enough to have old calls");
     assert!(
         events.len() >= old,
-        "{} events, but {old} calls were made more than 300 ms before the kill",
+        "{} events, but {old} calls were made more than 1 s before the kill",
         events.len()
     );
 

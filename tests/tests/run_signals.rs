@@ -5,6 +5,7 @@
 //! that writes down its own pid, its PYTHONPATH (the hook's directory first) and the
 //! signal it got: the ground truth.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -63,6 +64,17 @@ fn start(mode: &str) -> Started {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // An ignored signal stays ignored across exec: under `nohup`, or a CI agent started
+    // so, the command would outlive the signal these tests expect to end it.
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     let mut vramtrace = cmd.spawn().expect("vramtrace starts");
     let deadline = Instant::now() + LIMIT;
     let said = loop {
