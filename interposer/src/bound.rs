@@ -59,19 +59,19 @@ pub fn released(accounted: usize) {
     QUEUED.fetch_sub(accounted, Ordering::Relaxed);
 }
 
-/// Before a push by thread `tid`: whether to queue the event. Below the bound, at once;
+/// Before a push: whether to queue the event. Below the bound, at once;
 /// at it, after waiting for the writer while it makes progress. `false`: the call is
 /// counted as not recorded.
 #[inline]
-pub fn room(tid: u32) -> bool {
-    QUEUED.load(Ordering::Relaxed) < limit() || wait_for_room(tid, STUCK_NS)
+pub fn room() -> bool {
+    QUEUED.load(Ordering::Relaxed) < limit() || wait_for_room(STUCK_NS)
 }
 
 #[cold]
-fn wait_for_room(tid: u32, stuck_ns: u64) -> bool {
+fn wait_for_room(stuck_ns: u64) -> bool {
     // A thread that writes its own events (the process is ending, or there is no writer
     // thread) and the writer's own thread never wait for the writer.
-    if writer::sync_writes() || crate::thread::is_ours(tid) {
+    if writer::sync_writes() || crate::thread::current_is_ours() {
         return true;
     }
     let mut seen = writer::progress();
@@ -140,11 +140,11 @@ mod tests {
         account(&mut accounted, limit());
         assert_eq!(QUEUED.load(Ordering::Relaxed), limit());
         assert_eq!(peak(), limit() as u64);
-        assert!(!wait_for_room(1, 50_000_000));
-        assert!(!room(1));
+        assert!(!wait_for_room(50_000_000));
+        assert!(!room());
         assert_eq!(lost(), 2);
         released(accounted);
-        assert!(room(1));
+        assert!(room());
         assert_eq!(lost(), 2);
     }
 }

@@ -72,7 +72,8 @@ pub fn moved_high(fd: i32, expected: Identity) -> Option<i32> {
 }
 
 /// `path` with a NUL after it, in `buf`, and `/proc/self/` spelled with this process's
-/// id (in the child of [`in_own_table`], `self` is the child); `None` if it does not fit.
+/// id, `/proc/thread-self/` with this thread's (in the child of [`in_own_table`], `self`
+/// is the child); `None` if it does not fit.
 fn c_path<'a>(path: &str, buf: &'a mut [u8; 256]) -> Option<&'a [u8]> {
     let mut len = 0;
     let mut push = |bytes: &[u8]| -> Option<()> {
@@ -80,15 +81,23 @@ fn c_path<'a>(path: &str, buf: &'a mut [u8; 256]) -> Option<&'a [u8]> {
         len += bytes.len();
         Some(())
     };
-    let rest = match path.strip_prefix("/proc/self/") {
-        Some(rest) => {
-            push(b"/proc/")?;
-            let mut digits = [0u8; 16];
-            push(proc_pid(&mut digits))?;
-            push(b"/")?;
-            rest
-        }
-        None => path,
+    let rest = if let Some(rest) = path.strip_prefix("/proc/self/") {
+        push(b"/proc/")?;
+        let mut digits = [0u8; 16];
+        push(proc_pid(&mut digits))?;
+        push(b"/")?;
+        rest
+    } else if let Some(rest) = path.strip_prefix("/proc/thread-self/") {
+        push(b"/proc/")?;
+        let mut digits = [0u8; 16];
+        push(proc_pid(&mut digits))?;
+        push(b"/task/")?;
+        let mut tid = [0u8; 16];
+        push(decimal(crate::thread::proc_tid(), &mut tid))?;
+        push(b"/")?;
+        rest
+    } else {
+        path
     };
     if rest.as_bytes().contains(&0) {
         return None;
@@ -108,13 +117,17 @@ fn proc_pid(digits: &mut [u8; 16]) -> &[u8] {
     if n > 0 && (n as usize) < digits.len() && digits[..n as usize].iter().all(u8::is_ascii_digit) {
         return &digits[..n as usize];
     }
+    decimal(std::process::id(), digits)
+}
+
+/// `n` in decimal, at the end of `digits`.
+fn decimal(mut n: u32, digits: &mut [u8; 16]) -> &[u8] {
     let mut at = digits.len();
-    let mut pid = std::process::id();
     loop {
         at -= 1;
-        digits[at] = b'0' + (pid % 10) as u8;
-        pid /= 10;
-        if pid == 0 {
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
             break;
         }
     }
@@ -276,6 +289,19 @@ mod tests {
         let mut buf = [0u8; 256];
         assert_eq!(c_path("/etc/x", &mut buf).unwrap(), b"/etc/x\0");
         assert!(c_path(&"x".repeat(300), &mut buf).is_none());
+    }
+
+    #[test]
+    fn proc_thread_self_is_this_thread_read_from_the_child() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        let mut buf = [0u8; 256];
+        let path = c_path("/proc/thread-self/stat", &mut buf).unwrap();
+        let expected = format!("/proc/{}/task/{tid}/stat\0", std::process::id());
+        assert_eq!(path, expected.as_bytes());
+        // Read in the child of `in_own_table`: still this thread's, not the child's.
+        let stat = read("/proc/thread-self/stat", 4096).unwrap();
+        assert!(stat.starts_with(format!("{tid} (").as_bytes()));
     }
 
     #[test]

@@ -65,7 +65,7 @@ fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
 /// the call as not recorded ([`crate::bound`]).
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64], epoch: u64) {
-    if !crate::bound::room(tid) {
+    if !crate::bound::room() {
         return;
     }
     let mut d = lock(&QUEUE[tid as usize % SHARDS]);

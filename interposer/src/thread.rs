@@ -6,11 +6,22 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 
-/// Kernel thread ids of vramtrace's own threads in this process (0: a free slot): they
-/// are not the program's, and must not keep it alive ([`crate::last_thread`]).
+/// Thread ids of vramtrace's own threads in this process as `/proc` names them (0: a
+/// free slot): they are not the program's, and must not keep it alive
+/// ([`crate::last_thread`]).
 static OURS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
 
-/// Whether `tid` is one of vramtrace's own threads.
+std::thread_local! {
+    /// Whether the current thread is one of vramtrace's own.
+    static CURRENT_IS_OURS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is one of vramtrace's own.
+pub fn current_is_ours() -> bool {
+    CURRENT_IS_OURS.try_with(|c| c.get()).unwrap_or(false)
+}
+
+/// Whether `tid`, as `/proc` names it, is one of vramtrace's own threads.
 pub fn is_ours(tid: u32) -> bool {
     tid != 0 && OURS.iter().any(|t| t.load(Ordering::Relaxed) == tid)
 }
@@ -22,9 +33,33 @@ pub fn ours() -> usize {
         .count()
 }
 
-fn register() {
+/// The calling thread's id as `/proc` names it, from the `/proc/thread-self` link (which
+/// opens no descriptor): where `/proc` belongs to another pid namespace (`unshare --pid
+/// --fork` without `--mount-proc`), `gettid()` is another thread's number there, and
+/// vramtrace's threads, not found under `/proc/self/task`, kept a process whose `main`
+/// had called `pthread_exit` alive for ever. `gettid()` where the link cannot be read.
+pub fn proc_tid() -> u32 {
+    let mut link = [0u8; 64];
+    // SAFETY: readlink writes at most the buffer's length; the path is a C string.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/thread-self".as_ptr(),
+            link.as_mut_ptr().cast(),
+            link.len(),
+        )
+    };
+    let named = usize::try_from(n)
+        .ok()
+        .filter(|&n| n < link.len())
+        .and_then(|n| link[..n].rsplit(|&b| b == b'/').next())
+        .and_then(|digits| std::str::from_utf8(digits).ok()?.parse().ok());
     // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    named.unwrap_or_else(|| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
+}
+
+fn register() {
+    let _ = CURRENT_IS_OURS.try_with(|c| c.set(true));
+    let tid = proc_tid();
     for slot in &OURS {
         if slot
             .compare_exchange(0, tid, Ordering::Relaxed, Ordering::Relaxed)

@@ -27,8 +27,9 @@ const CMDLINE_MAX: usize = 2 << 20;
 
 fn header() -> Header {
     let s = settings::get();
-    // Read on the writer thread, while the program may reuse low descriptors.
-    let argv = crate::own_files::read("/proc/self/cmdline", CMDLINE_MAX)
+    // Read on the writer thread, while the program may reuse low descriptors; the thread's
+    // own file, because the process's is empty once `main` has called `pthread_exit`.
+    let argv = crate::own_files::read("/proc/thread-self/cmdline", CMDLINE_MAX)
         .map(|raw| {
             raw.split(|&b| b == 0)
                 .filter(|a| !a.is_empty())

@@ -60,10 +60,10 @@ static WRITER: Mutex<Writer> = Mutex::new(Writer {
 
 static THREAD_STARTED: AtomicBool = AtomicBool::new(false);
 static FIRST_FLUSHED: AtomicBool = AtomicBool::new(false);
-/// The writer thread's kernel id (0: none yet).
+/// The writer thread's id as `/proc` names it (0: none yet).
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 
-/// The writer thread's kernel id, 0 while there is none.
+/// The writer thread's id as `/proc` names it, 0 while there is none.
 pub fn thread_id() -> u32 {
     WRITER_TID.load(Ordering::Relaxed)
 }
@@ -77,11 +77,7 @@ pub fn ensure_thread() {
     let interval = Duration::from_millis(settings::get().flush_ms);
     let spawned = crate::thread::spawn("vramtrace-writer", move || loop {
         if WRITER_TID.load(Ordering::Relaxed) == 0 {
-            // SAFETY: gettid has no preconditions.
-            WRITER_TID.store(
-                unsafe { libc::syscall(libc::SYS_gettid) } as u32,
-                Ordering::Relaxed,
-            );
+            WRITER_TID.store(crate::thread::proc_tid(), Ordering::Relaxed);
         }
         {
             let mut woken = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());

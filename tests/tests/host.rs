@@ -7,6 +7,7 @@
 mod support;
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 use support::{listing, run_within, succeeded, traced};
 use vramtrace_tests::harness::{expected_calls, finish, same, Outcome};
@@ -144,6 +145,49 @@ fn the_process_ends_with_its_last_thread() {
         &format!("{}/", dir.path().display()),
     );
     let out = finish(run_within(&mut cmd, Duration::from_secs(30)), dir);
+    succeeded(&out.output);
+    assert_eq!(each_truth_traced(&out, "main-exit"), 1);
+    assert_eq!(end_reason(&out, "main-exit"), "exit");
+    // The process's /proc/PID/cmdline is empty, and its exe link unreadable, once `main`
+    // has ended: the header still names the command.
+    let header = &out.trace_for(out.truth("main-exit")).header;
+    assert_eq!(header.argv[1..], ["4", "200"], "{:?}", header.argv);
+    assert!(header.exe.ends_with("/main_exit"), "{}", header.exe);
+}
+
+/// The same in a pid namespace whose `/proc` is its parent's (`unshare --pid --fork`
+/// without `--mount-proc`): there `gettid()` is not the number `/proc` lists a thread
+/// under, and vramtrace's threads, counted as the program's, kept the process alive.
+#[test]
+fn the_process_ends_with_its_last_thread_where_proc_is_another_namespaces() {
+    let unshare = |cmd: &Command| {
+        let mut wrapped = Command::new("unshare");
+        wrapped
+            .args(["--pid", "--fork", "--kill-child"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (key, value) in cmd.get_envs() {
+            match value {
+                Some(v) => wrapped.env(key, v),
+                None => wrapped.env_remove(key),
+            };
+        }
+        wrapped
+    };
+    if !unshare(&Command::new("true"))
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: this machine does not let unshare make a pid namespace");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = traced(
+        "main_exit",
+        &["4", "200"],
+        &format!("{}/", dir.path().display()),
+    );
+    let out = finish(run_within(&mut unshare(&cmd), Duration::from_secs(30)), dir);
     succeeded(&out.output);
     assert_eq!(each_truth_traced(&out, "main-exit"), 1);
     assert_eq!(end_reason(&out, "main-exit"), "exit");

@@ -141,12 +141,13 @@ fn eh_frame_of(
     ))
 }
 
-/// The program's own file (`/proc/self/exe`), read once: a fork keeps it, an exec loads
-/// this library afresh.
+/// The program's own file, read once: a fork keeps it, an exec loads this library
+/// afresh. The thread's link, because the process's cannot be read once `main` has
+/// called `pthread_exit`.
 pub fn exe() -> &'static str {
     static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
-        std::fs::read_link("/proc/self/exe")
+        std::fs::read_link("/proc/thread-self/exe")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default()
     })
