@@ -143,11 +143,13 @@ fn eh_frame_of(
 
 /// The program's own file, read once: a fork keeps it, an exec loads this library
 /// afresh. The thread's link, because the process's cannot be read once `main` has
-/// called `pthread_exit`.
+/// called `pthread_exit` (the process's where there is no `/proc/thread-self`: Linux
+/// before 3.17).
 pub fn exe() -> &'static str {
     static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
         std::fs::read_link("/proc/thread-self/exe")
+            .or_else(|_| std::fs::read_link("/proc/self/exe"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default()
     })
