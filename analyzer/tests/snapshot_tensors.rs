@@ -336,3 +336,59 @@ fn process_device<'a>(summary: &'a Value, device: &Value) -> &'a Value {
         .find(|s| &s["device"] == device)
         .unwrap()
 }
+
+/// A segment of 20 MiB whose one tensor was freed before an `oom` entry.
+const FREED_BEFORE_THE_FAILURE: &str = r#"
+import pickle, sys
+MiB = 1 << 20
+at = 0x7f0000000000
+frames = [{"filename": "train.py", "line": 7, "name": "step"}]
+block = {"address": at, "size": 20 * MiB, "requested_size": 0, "state": "inactive", "frames": []}
+segment = {"device": 0, "address": at, "total_size": 20 * MiB, "allocated_size": 0,
+           "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+           "frames": frames, "blocks": [block]}
+def entry(action, addr, size, t, **more):
+    return dict(action=action, addr=addr, size=size, stream=0, time_us=t, frames=frames, **more)
+history = [entry("segment_alloc", at, 20 * MiB, 1), entry("alloc", at, 4 * MiB, 2),
+           entry("free_requested", at, 4 * MiB, 3), entry("free_completed", at, 4 * MiB, 4),
+           entry("oom", 0, 1 << 30, 5, device_free=12345)]
+pickle.dump({"segments": [segment], "device_traces": [history]}, open(sys.argv[1], "wb"), protocol=4)
+"#;
+
+/// A failure with no tensor live, where the snapshot knows its tensors, is answered at the
+/// allocated layer by `oom` and the report alike: none live (its 20 MiB are cache), not
+/// the device's blocks in their place.
+#[test]
+fn a_failure_with_no_tensor_live_is_shown_at_the_allocated_layer_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("freed.pickle");
+    let made = Command::new("python3")
+        .arg("-c")
+        .arg(FREED_BEFORE_THE_FAILURE)
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let oom = view(&["oom", "--json"], &path);
+    let f = &oom["failures"][0];
+    assert_eq!(f["layer"], "allocated", "{f}");
+    assert_eq!(f["tensor_bytes"], 0, "{f}");
+    assert_eq!(f["live_bytes"], 20 << 20, "{f}");
+    let html = dir.path().join("r.html");
+    common::vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&html).unwrap();
+    let failure = text
+        .split("id=\"vt-flame-failure-0\"")
+        .nth(1)
+        .expect("a failure graph");
+    assert!(
+        failure.starts_with(" title=\"flamegraph: tensors live: 0 B\""),
+        "{:.200}",
+        failure
+    );
+}

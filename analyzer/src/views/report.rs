@@ -6,6 +6,7 @@
 //! was dumped.
 
 use super::groups::Group;
+use super::layer::Layer;
 use super::leaks::{LeakGroup, Leaks};
 use super::moments::Moment;
 use super::oom::OomView;
@@ -183,7 +184,10 @@ pub fn build(i: Inputs) -> ReportView {
         .iter()
         .take(FAILURE_GRAPHS)
         .map(|f| {
-            let tensors = f.tensor_bytes.is_some() && !f.tensor_groups.is_empty();
+            // The layer `vramtrace oom` answers at (the report's watch has no `--layer`):
+            // where the tensors are known, none live is an answer, not a reason to show
+            // the device's blocks instead.
+            let tensors = f.layer == Layer::Allocated.name();
             let groups = if tensors {
                 &f.tensor_groups
             } else {
