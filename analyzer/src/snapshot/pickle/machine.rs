@@ -41,6 +41,7 @@ struct Machine<'r> {
     made: usize,
     until_check: u32,
     budget: budget::Budget,
+    entries_in_one_step: usize,
 }
 
 type R<T> = Result<T, PickleError>;
@@ -110,6 +111,7 @@ fn parse_with(source: Source<'_>, fast: bool) -> Result<Pickle, PickleError> {
         made: 0,
         until_check: budget::CHECK_EVERY,
         budget: budget::Budget::of_this_machine(),
+        entries_in_one_step: 0,
     };
     m.run().map_err(|e| match m.input.error.take() {
         Some(io) => PickleError {
@@ -158,6 +160,7 @@ impl Machine<'_> {
                         protocol,
                         len: m.input.offset(),
                         entry_keys: m.entry_keys,
+                        entries_in_one_step: m.entries_in_one_step,
                     });
                 }
                 b'(' => m.stack.push(Item::Mark),
@@ -726,6 +729,7 @@ impl Machine<'_> {
         self.input.advance(len);
         let id = self.alloc(Object::Entry(e));
         self.push(Value::Dict(id));
+        self.entries_in_one_step += 1;
         true
     }
 

@@ -89,6 +89,9 @@ pub struct Pickle {
     pub len: usize,
     /// The key objects history entries were read with (`entry.rs`).
     pub(crate) entry_keys: entry::KeyIds,
+    /// History entries read in one step (`fast.rs`) rather than opcode by opcode: what
+    /// tests check the one-step reading was used with.
+    pub entries_in_one_step: usize,
 }
 
 /// Why a pickle was not read: the byte offset of the opcode, and what went wrong.
