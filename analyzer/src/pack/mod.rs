@@ -5,7 +5,8 @@
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::reader::compressed;
 
 mod redact;
@@ -16,6 +17,23 @@ const MAX_MEMBERS: usize = 100_000;
 
 /// Directories unpacked for this process, removed by [`cleanup`].
 static UNPACKED: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
+/// Set by the signal's cleanup thread before it takes [`UNPACKED`]: the main thread, which
+/// could take the lock first (a mutex lets the thread that just freed it take it again
+/// ahead of the one it woke), then waits for the end instead of going on or exiting.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+/// [`UNPACKED`], for the main thread: after a signal, it never returns (the cleanup
+/// thread ends the process), so nothing is made, read or exited with after it.
+fn lock_unpacked() -> MutexGuard<'static, Vec<tempfile::TempDir>> {
+    let guard = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
+    if SIGNALLED.load(Ordering::SeqCst) {
+        drop(guard);
+        loop {
+            std::thread::park();
+        }
+    }
+    guard
+}
 
 /// Each unpacked directory with the pack it came from, for messages.
 static SOURCES: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
@@ -245,7 +263,7 @@ fn unpack_into(
     // Made and registered under the lock that a signal's cleanup takes, so that no moment
     // passes when the directory exists unknown to it.
     let kept = {
-        let mut unpacked = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unpacked = lock_unpacked();
         let dir = make().map_err(|e| format!("{}: cannot unpack: {e}", path.display()))?;
         let kept = dir.path().to_path_buf();
         unpacked.push(dir);
@@ -258,10 +276,7 @@ fn unpack_into(
             .unwrap_or_else(|e| e.into_inner())
             .push((kept.clone(), path.to_path_buf())),
         // Dropping the directory removes it.
-        Err(_) => UNPACKED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|d| d.path() != kept),
+        Err(_) => lock_unpacked().retain(|d| d.path() != kept),
     }
     unpacked.map(|()| kept)
 }
@@ -298,9 +313,11 @@ fn fill(path: &Path, dir: &Path, room: u64) -> Result<(), String> {
             ));
         }
         let target = dir.join(base);
-        // Held while a member is written: a signal's cleanup waits for it rather than
-        // racing it (a file created after the removal would keep the directory).
-        let _writing = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
+        // Held while the member is created: a signal's cleanup waits for it rather than
+        // racing it (a file created after the removal would keep the directory). Not
+        // while it is written: a file removed meanwhile takes the rest of its bytes
+        // harmlessly, and Ctrl-C need not wait for a large member.
+        let creating = lock_unpacked();
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -314,6 +331,7 @@ fn fill(path: &Path, dir: &Path, room: u64) -> Result<(), String> {
                 ),
                 _ => err(e),
             })?;
+        drop(creating);
         // A member longer than its header said is cut there.
         let size = entry.header().size().unwrap_or(0);
         std::io::copy(&mut (&mut entry).take(size), &mut file).map_err(err)?;
@@ -327,18 +345,21 @@ fn remove_on_signal() {
     static WATCHING: std::sync::Once = std::sync::Once::new();
     WATCHING.call_once(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let Ok(mut signals) =
-            signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-        else {
+        // A signal ignored when vramtrace started (`nohup` ignores SIGHUP) stays ignored.
+        let watched = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+            .into_iter()
+            .filter(|&s| !ignored(s));
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(watched) else {
             return;
         };
         let _ = std::thread::Builder::new()
             .name("vramtrace-pack-cleanup".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    // The lock is held until the process is gone: the main thread, which
-                    // finds the files removed and would exit with an error (status 2)
-                    // first, waits at its own cleanup or its next member instead.
+                    // Said first, and the lock then held until the process is gone: the
+                    // main thread, which finds the files removed and would exit with an
+                    // error (status 2) first, waits at its next lock instead.
+                    SIGNALLED.store(true, Ordering::SeqCst);
                     let mut unpacked = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
                     unpacked.clear();
                     // Ends as the signal would have ended vramtrace, status included.
@@ -351,9 +372,17 @@ fn remove_on_signal() {
     });
 }
 
+/// Whether `signal` is ignored now.
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: sigaction with no new action only reads the current one into `old`.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } == 0;
+    read && old.sa_sigaction == libc::SIG_IGN
+}
+
 /// Removes what [`unpack`] made (called before vramtrace exits).
 pub fn cleanup() {
-    UNPACKED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    lock_unpacked().clear();
 }
 
 #[cfg(test)]
