@@ -9,8 +9,13 @@
 //! Two limits, each with its own error:
 //! - [`TIMES`] the bytes read so far, plus [`FLOOR`]: twice the densest snapshot, so a
 //!   file that makes far more of its bytes is stopped early, at a few hundred megabytes;
-//! - three quarters of the memory free when reading began: a file within the first
+//! - three quarters of the memory free when the first snapshot was read, for what all the
+//!   snapshots being decoded or kept take together (a directory's are decoded on a
+//!   thread per CPU, and kept while the views stream them): a file within the first
 //!   limit may still not fit, and a clear error is better than the kernel's OOM killer.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// What the objects decoded may take, as a multiple of the bytes read.
 pub const TIMES: usize = 24;
@@ -19,27 +24,39 @@ pub const FLOOR: usize = 64 << 20;
 /// Opcodes between two checks: what they can make in between is a few megabytes.
 pub const CHECK_EVERY: u32 = 1 << 14;
 
+/// What the decoded snapshots alive in this process take (as last checked), together.
+static COMMITTED: AtomicUsize = AtomicUsize::new(0);
+
+/// One decoding's budget; what it counted leaves [`COMMITTED`] when it is dropped (with
+/// the machine on an error, with the decoded pickle otherwise).
 pub struct Budget {
-    /// The most the objects may take, whatever was read.
+    /// The most the objects of all decodings may take, whatever was read.
     ceiling: usize,
-    /// The memory free when reading began, for the error.
+    /// The memory free when the first snapshot was read, for the error.
     free: Option<usize>,
+    /// What this decoding added to [`COMMITTED`].
+    counted: usize,
 }
 
 impl Budget {
-    /// A budget within the memory free now.
+    /// A budget within three quarters of the memory free when the process first asked.
     pub fn of_this_machine() -> Budget {
-        Budget::within(free_memory())
+        static FREE: OnceLock<Option<usize>> = OnceLock::new();
+        Budget::within(*FREE.get_or_init(free_memory))
     }
 
     /// A budget within `free` bytes (`None`: no limit but [`TIMES`]).
     pub fn within(free: Option<usize>) -> Budget {
         let ceiling = free.map_or(usize::MAX, |f| (f / 4 * 3).max(FLOOR));
-        Budget { ceiling, free }
+        Budget {
+            ceiling,
+            free,
+            counted: 0,
+        }
     }
 
     /// Why `made` bytes of objects from `read` bytes of pickle are too many, if they are.
-    pub fn check(&self, made: usize, read: usize) -> Result<(), String> {
+    pub fn check(&mut self, made: usize, read: usize) -> Result<(), String> {
         let times = FLOOR.saturating_add(read.saturating_mul(TIMES));
         if made > times {
             return Err(format!(
@@ -50,11 +67,23 @@ impl Budget {
                 bytes(read)
             ));
         }
-        if made > self.ceiling {
+        let all = if made >= self.counted {
+            COMMITTED.fetch_add(made - self.counted, Ordering::Relaxed) + (made - self.counted)
+        } else {
+            COMMITTED.fetch_sub(self.counted - made, Ordering::Relaxed) - (self.counted - made)
+        };
+        self.counted = made;
+        if all > self.ceiling {
+            let others = all.saturating_sub(made);
+            let with = if others > 0 {
+                format!(" with the other snapshots read ({})", bytes(others))
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "the objects decoded so far take {}, three quarters of the {} of memory free \
-                 when reading began: refused before it exhausts memory (read it where more \
-                 memory is free)",
+                "the objects decoded so far take {}{with}, more than three quarters of the \
+                 {} of memory free when reading began: refused before it exhausts memory \
+                 (read it where more memory is free)",
                 bytes(made),
                 bytes(self.free.unwrap_or(self.ceiling))
             ));
@@ -63,20 +92,42 @@ impl Budget {
     }
 }
 
+impl Drop for Budget {
+    fn drop(&mut self) {
+        COMMITTED.fetch_sub(self.counted, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Budget {
+    /// Nothing of the decoding's own: two readings of one file compare equal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Budget")
+    }
+}
+
 fn bytes(n: usize) -> String {
     crate::units::bytes(n as u64)
 }
 
 /// Memory this process may still take: what the kernel counts as available, less where
-/// the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace) has less
-/// room left under its limit.
+/// the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace, cgroup
+/// v2) has less room left under its limit. The cgroup's inactive file cache counts as
+/// room, as the kernel reclaims it first (a snapshot just copied in would otherwise leave
+/// none).
 fn free_memory() -> Option<usize> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let available = meminfo.as_deref().and_then(mem_available);
     let number =
         |path: &str| -> Option<usize> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
-    let cgroup = number("/sys/fs/cgroup/memory.max")
-        .map(|max| max.saturating_sub(number("/sys/fs/cgroup/memory.current").unwrap_or(0)));
+    let cache = || -> Option<usize> {
+        let stat = std::fs::read_to_string("/sys/fs/cgroup/memory.stat").ok()?;
+        let line = stat.lines().find(|l| l.starts_with("inactive_file "))?;
+        line.split_ascii_whitespace().nth(1)?.parse().ok()
+    };
+    let cgroup = number("/sys/fs/cgroup/memory.max").map(|max| {
+        let used = number("/sys/fs/cgroup/memory.current").unwrap_or(0);
+        max.saturating_sub(used.saturating_sub(cache().unwrap_or(0)))
+    });
     match (available, cgroup) {
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
@@ -96,23 +147,39 @@ mod tests {
 
     #[test]
     fn a_small_file_may_make_the_floor_whatever_it_is() {
-        let b = Budget::within(None);
+        let mut b = Budget::within(None);
         assert!(b.check(FLOOR, 0).is_ok());
         assert!(b.check(FLOOR + 1, 0).is_err());
         assert!(b.check(FLOOR + TIMES * 1000, 1000).is_ok());
         assert!(b.check(FLOOR + TIMES * 1000 + 1, 1000).is_err());
     }
 
+    // Other tests decode small pickles meanwhile: they add at most a few megabytes to
+    // what all decodings take, hence the margins.
     #[test]
     fn past_three_quarters_of_the_free_memory_is_refused_with_its_own_reason() {
         let free = 1usize << 30;
-        let b = Budget::within(Some(free));
+        let mut b = Budget::within(Some(free));
         let read = 100 << 20;
-        assert!(b.check(free / 4 * 3, read).is_ok());
+        assert!(b.check(free / 4 * 3 - (64 << 20), read).is_ok());
         let e = b.check(free / 4 * 3 + 1, read).unwrap_err();
         assert!(e.contains("three quarters of the 1.0 GiB"), "{e}");
         let e = b.check(FLOOR + 1, 0).unwrap_err();
         assert!(e.contains("more than 24 times"), "{e}");
+    }
+
+    #[test]
+    fn the_decodings_alive_share_the_ceiling_and_a_dropped_one_gives_its_share_back() {
+        let free = 4usize << 30;
+        let share = free / 8 * 3;
+        let mut first = Budget::within(Some(free));
+        assert!(first.check(share, share).is_ok());
+        let mut second = Budget::within(Some(free));
+        assert!(second.check(share - (64 << 20), share).is_ok());
+        let e = second.check(share + (64 << 20), share).unwrap_err();
+        assert!(e.contains("with the other snapshots read"), "{e}");
+        drop(first);
+        assert!(second.check(share + (64 << 20), share).is_ok());
     }
 
     #[test]

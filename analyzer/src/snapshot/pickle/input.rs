@@ -51,6 +51,11 @@ impl<'r> Input<'r> {
         }
     }
 
+    /// Bytes the window holds: as much as the longest argument or line read.
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Offset in the stream of the next unread byte.
     pub fn offset(&self) -> usize {
         self.base + self.start
@@ -133,6 +138,12 @@ impl<'r> Input<'r> {
         let b = self.buf[self.start];
         self.start += 1;
         Some(b)
+    }
+
+    /// The `n` bytes read before the last `skip` (a line's newline) again.
+    pub fn last(&self, n: usize, skip: usize) -> &[u8] {
+        let end = self.start - skip;
+        &self.buf[end - n..end]
     }
 
     /// The bytes up to the next newline (which is consumed, not returned); `None` when

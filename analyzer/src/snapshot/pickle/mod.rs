@@ -92,6 +92,8 @@ pub struct Pickle {
     /// History entries read in one step (`fast.rs`) rather than opcode by opcode: what
     /// tests check the one-step reading was used with.
     pub entries_in_one_step: usize,
+    /// What the decoded objects count in the memory budget, given back when they go.
+    _budget: budget::Budget,
 }
 
 /// Why a pickle was not read: the byte offset of the opcode, and what went wrong.
