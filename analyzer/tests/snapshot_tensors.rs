@@ -73,6 +73,19 @@ fn replay(snapshot: &Path, oom_copy: Option<&Path>) -> Vec<Value> {
     common::python_list(&[common::PY_WHO, REPLAY].concat(), &args)
 }
 
+/// The HTML report of `path`.
+fn report(path: &Path) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("run.html");
+    common::vramtrace_ok(&[
+        "report",
+        "-o",
+        html.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    std::fs::read_to_string(&html).unwrap()
+}
+
 fn view(args: &[&str], path: &Path) -> Value {
     let out = common::vramtrace_ok(&[args, &[path.to_str().unwrap()]].concat());
     serde_json::from_slice(&out.stdout).unwrap()
@@ -142,17 +155,9 @@ fn summary_gives_the_peak_of_block_sizes() {
 
 #[test]
 fn the_report_shows_the_tensors_at_their_peak() {
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("run.html");
     let path = fixtures().join(WITH_HISTORY[0]);
     let truth = replay(&path, None);
-    common::vramtrace_ok(&[
-        "report",
-        "-o",
-        html.to_str().unwrap(),
-        path.to_str().unwrap(),
-    ]);
-    let text = std::fs::read_to_string(&html).unwrap();
+    let text = report(&path);
     let peak = truth[0]["peak"].as_u64().unwrap();
     let heading = format!(
         "tensors at their peak, {} requested",
@@ -374,14 +379,7 @@ fn a_failure_with_no_tensor_live_is_shown_at_the_allocated_layer_everywhere() {
     assert_eq!(f["layer"], "allocated", "{f}");
     assert_eq!(f["tensor_bytes"], 0, "{f}");
     assert_eq!(f["live_bytes"], 20 << 20, "{f}");
-    let html = dir.path().join("r.html");
-    common::vramtrace_ok(&[
-        "report",
-        "-o",
-        html.to_str().unwrap(),
-        path.to_str().unwrap(),
-    ]);
-    let text = std::fs::read_to_string(&html).unwrap();
+    let text = report(&path);
     let failure = text
         .split("id=\"vt-flame-failure-0\"")
         .nth(1)

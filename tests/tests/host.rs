@@ -165,7 +165,13 @@ fn the_process_ends_with_its_last_thread_where_proc_is_another_namespaces() {
         wrapped
             // A user namespace too: where user namespaces are allowed, no privilege is
             // needed, so the test runs as an ordinary user.
-            .args(["--user", "--map-root-user", "--pid", "--fork", "--kill-child"])
+            .args([
+                "--user",
+                "--map-root-user",
+                "--pid",
+                "--fork",
+                "--kill-child",
+            ])
             .arg(cmd.get_program())
             .args(cmd.get_args());
         for (key, value) in cmd.get_envs() {
