@@ -625,9 +625,10 @@ impl Machine<'_> {
         }
         match &mut self.objects[id] {
             Object::Seq(v) => {
-                let before = v.capacity();
                 v.extend_from_slice(&self.marked);
-                self.made += (v.capacity() - before) * size_of::<Value>();
+                // By length: what doubling reserves past it is never touched (a list of
+                // a million `None`s is 16 bytes an item, not 32).
+                self.made += self.marked.len() * size_of::<Value>();
             }
             _ => unreachable!("list ids name sequences"),
         }
@@ -653,7 +654,7 @@ impl Machine<'_> {
         };
         if let Some(e) = self.with_rest(e) {
             let dict = std::mem::replace(&mut self.objects[id], Object::Entry(e));
-            self.made -= dict.heap_bytes();
+            self.made = self.made.saturating_sub(dict.heap_bytes());
         }
     }
 
