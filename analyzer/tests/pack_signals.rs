@@ -22,10 +22,9 @@ fn unpacked_in(tmp: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-#[test]
-fn ctrl_c_while_a_pack_is_read_removes_its_unpacked_directory() {
-    let run = tempfile::tempdir().unwrap();
-    // Enough processes that reading them takes far longer than noticing the unpacking.
+/// A pack of 2,000 processes in `run`: reading it takes far longer than noticing the
+/// unpacking.
+fn pack_of_many(run: &std::path::Path) -> std::path::PathBuf {
     for pid in 1..=2000u32 {
         let mut lines = vec![header(pid, "node", 0, 1_700_000_000_000_000_000, None)];
         for i in 0..40u64 {
@@ -34,27 +33,36 @@ fn ctrl_c_while_a_pack_is_read_removes_its_unpacked_directory() {
             lines.push(free(11 + i * 2, 0, "cudaFree", addr));
         }
         lines.push(end(1000, 80));
-        write_trace(run.path(), &format!("vramtrace-node-{pid}.jsonl"), &lines);
+        write_trace(run, &format!("vramtrace-node-{pid}.jsonl"), &lines);
     }
-    let pack = run.path().join("run.vtpack");
-    common::vramtrace_ok(&[
-        "pack",
-        "-o",
-        pack.to_str().unwrap(),
-        run.path().to_str().unwrap(),
-    ]);
+    let pack = run.join("run.vtpack");
+    common::vramtrace_ok(&["pack", "-o", pack.to_str().unwrap(), run.to_str().unwrap()]);
+    pack
+}
 
-    let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .args(["summary", "--json"])
-        .arg(&pack)
-        .env("TMPDIR", tmp.path())
+/// `vramtrace summary --json PACK` with TMPDIR `tmp`, `ignored` signals ignored from the
+/// start, once its unpacked directory has appeared.
+fn reading(pack: &std::path::Path, tmp: &std::path::Path, ignored: &[i32]) -> std::process::Child {
+    let ignored = ignored.to_vec();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtrace"));
+    cmd.args(["summary", "--json"])
+        .arg(pack)
+        .env("TMPDIR", tmp)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            for &s in &ignored {
+                libc::signal(s, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while unpacked_in(tmp.path()).is_empty() {
+    while unpacked_in(tmp).is_empty() {
         assert!(Instant::now() < deadline, "no unpacked directory appeared");
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -62,6 +70,15 @@ fn ctrl_c_while_a_pack_is_read_removes_its_unpacked_directory() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
+    child
+}
+
+#[test]
+fn ctrl_c_while_a_pack_is_read_removes_its_unpacked_directory() {
+    let run = tempfile::tempdir().unwrap();
+    let pack = pack_of_many(run.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = reading(&pack, tmp.path(), &[]);
     // SAFETY: signalling our own child, not yet reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -71,5 +88,19 @@ fn ctrl_c_while_a_pack_is_read_removes_its_unpacked_directory() {
         Some(libc::SIGINT),
         "{status:?}: it ends as Ctrl-C ends it"
     );
+    assert_eq!(unpacked_in(tmp.path()), Vec::<std::path::PathBuf>::new());
+}
+
+/// Under `nohup`, a closed terminal's SIGHUP does not stop the reading.
+#[test]
+fn a_hangup_ignored_from_the_start_stays_ignored() {
+    let run = tempfile::tempdir().unwrap();
+    let pack = pack_of_many(run.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = reading(&pack, tmp.path(), &[libc::SIGHUP]);
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}: read to its end");
     assert_eq!(unpacked_in(tmp.path()), Vec::<std::path::PathBuf>::new());
 }
