@@ -6,7 +6,7 @@ use super::entry::{self, KeyIds, KeyOrder};
 use super::fast;
 use super::input::{Input, Source};
 use super::memo::Memo;
-use super::text::{raw_unicode_escape, unescape};
+use super::text::{c_octal, python_int, raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
 use std::io::Read;
 use std::mem::size_of;
@@ -191,7 +191,12 @@ impl Machine<'_> {
                         "01" => Value::Bool(true),
                         "00" => Value::Bool(false),
                         s => {
-                            let i = m.parse_int(s)?;
+                            // Python's C unpickler reads INT with C's strtol first, for
+                            // which a leading 0 means octal.
+                            let i = match c_octal(s) {
+                                Some(i) => i,
+                                None => m.parse_int(s)?,
+                            };
                             m.int(i)
                         }
                     };
@@ -199,7 +204,8 @@ impl Machine<'_> {
                 }
                 b'L' => {
                     let line = m.line()?;
-                    let v = m.parse_int(line.trim_end_matches('L'))?;
+                    // Python drops one trailing L (protocol 0 as Python 2 wrote it).
+                    let v = m.parse_int(line.strip_suffix('L').unwrap_or(&line))?;
                     let v = m.int(v);
                     m.push(v);
                 }
@@ -481,10 +487,9 @@ impl Machine<'_> {
         }
     }
 
+    /// INT's and LONG's argument, as Python's `int(s, 0)` reads it.
     fn parse_int(&self, s: &str) -> R<i128> {
-        s.trim()
-            .parse()
-            .map_err(|_| self.err(format!("bad integer argument {s:?}")))
+        python_int(s, true).ok_or_else(|| self.err(format!("bad integer argument {s:?}")))
     }
 
     /// A little-endian two's complement integer of `n` bytes (LONG1, LONG4).
@@ -513,10 +518,12 @@ impl Machine<'_> {
         Ok(unescape(&s[1..s.len() - 1]))
     }
 
+    /// GET's and PUT's argument, as Python's `int(line)` reads it (a negative one, which
+    /// Python's dict memo takes, is refused: no pickler writes one).
     fn memo_index(&self, line: &str) -> R<usize> {
-        line.trim()
-            .parse()
-            .map_err(|_| self.err(format!("bad memo index {line:?}")))
+        python_int(line, false)
+            .and_then(|i| usize::try_from(i).ok())
+            .ok_or_else(|| self.err(format!("bad memo index {line:?}")))
     }
 
     /// Stops a file that makes more of its bytes than any snapshot does (`budget.rs`).

@@ -1,4 +1,5 @@
-//! The text escapes of protocol 0's STRING and UNICODE arguments.
+//! The text of protocol 0's arguments: STRING and UNICODE escapes, and integers as
+//! Python's `int()` reads them.
 
 /// Python 2 `repr` escapes inside a STRING argument.
 pub fn unescape(s: &str) -> String {
@@ -53,4 +54,66 @@ pub fn raw_unicode_escape(s: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// An integer as Python's `int(text, 0)` (`any_base`: INT and LONG) or `int(text)` (memo
+/// indices) reads it: surrounding ASCII whitespace, a sign, with `any_base` a `0x`, `0o` or
+/// `0b` prefix (and no other leading zero), and single underscores between digits.
+/// `None` where Python raises, or past 128 bits.
+pub fn python_int(text: &str, any_base: bool) -> Option<i128> {
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let (negative, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let prefixed = |p: &str| {
+        t.get(..2)
+            .filter(|head| head.eq_ignore_ascii_case(p))
+            .map(|_| &t[2..])
+    };
+    let (radix, digits) = match (any_base, prefixed("0x"), prefixed("0o"), prefixed("0b")) {
+        (true, Some(d), _, _) => (16, d.strip_prefix('_').unwrap_or(d)),
+        (true, _, Some(d), _) => (8, d.strip_prefix('_').unwrap_or(d)),
+        (true, _, _, Some(d)) => (2, d.strip_prefix('_').unwrap_or(d)),
+        _ => (10, t),
+    };
+    let bytes = digits.as_bytes();
+    let well_placed =
+        |i: usize, &c: &u8| c != b'_' || (i > 0 && i + 1 < bytes.len() && bytes[i - 1] != b'_');
+    if bytes.is_empty() || !bytes.iter().enumerate().all(|(i, c)| well_placed(i, c)) {
+        return None;
+    }
+    let plain: String = digits.chars().filter(|&c| c != '_').collect();
+    // `int("010", 0)` is an error (an old octal literal); zeros alone are 0.
+    if any_base && radix == 10 && plain.starts_with('0') && plain.bytes().any(|c| c != b'0') {
+        return None;
+    }
+    if !plain.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u128::from_str_radix(&plain, radix).ok()?;
+    if negative {
+        0i128.checked_sub_unsigned(magnitude)
+    } else {
+        i128::try_from(magnitude).ok()
+    }
+}
+
+/// An INT argument that C's `strtol(text, &end, 0)` reads whole as an octal number of a C
+/// `long`: leading whitespace, a sign, a 0 and octal digits only (`010` is 8). Python's C
+/// unpickler reads INT so before anything else (its pure-Python one refuses these).
+pub fn c_octal(text: &str) -> Option<i128> {
+    let t = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let (negative, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits = t.strip_prefix('0')?;
+    if digits.is_empty() || !digits.bytes().all(|c| (b'0'..=b'7').contains(&c)) {
+        return None;
+    }
+    let magnitude = i64::from_str_radix(digits, 8).ok()?;
+    Some(if negative { -magnitude } else { magnitude } as i128)
 }
