@@ -612,7 +612,53 @@ impl Machine<'_> {
         if !self.marked.len().is_multiple_of(2) {
             return Err(self.err("a dict with an odd number of keys and values".into()));
         }
+        self.hashable_keys()?;
         Ok(self.marked.chunks(2).map(|c| (c[0], c[1])).collect())
+    }
+
+    /// Refuses a key of `marked`'s pairs that Python cannot hash (a list, a dict, or a
+    /// tuple holding one), where Python's pickle refuses the file.
+    fn hashable_keys(&self) -> R<()> {
+        for pair in self.marked.chunks_exact(2) {
+            if let Some(what) = self.unhashable(pair[0]) {
+                return Err(self.err(format!(
+                    "a dict key that is {what}: unhashable, so Python's pickle cannot load \
+                     this file either"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// What makes `key` unhashable, if anything. A tuple is looked into up to 1,000
+    /// items (a key is no deeper in any real file); past them it is taken as hashable.
+    /// A set is taken as a frozenset (hashable): both are read as `Value::Set`.
+    fn unhashable(&self, key: Value) -> Option<&'static str> {
+        let mut todo = match key {
+            Value::List(_) => return Some("a list"),
+            Value::Dict(_) => return Some("a dict"),
+            Value::Tuple(_) => vec![key],
+            _ => return None,
+        };
+        let mut looked = 0;
+        while let Some(v) = todo.pop() {
+            match v {
+                Value::List(_) => return Some("a tuple holding a list"),
+                Value::Dict(_) => return Some("a tuple holding a dict"),
+                Value::Tuple(id) => {
+                    let Object::Seq(items) = &self.objects[id] else {
+                        continue;
+                    };
+                    looked += items.len();
+                    if looked > 1000 {
+                        return None;
+                    }
+                    todo.extend_from_slice(items);
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     /// Appends `marked` to a list or set; dicts appended to a list that are history
@@ -706,6 +752,7 @@ impl Machine<'_> {
         if !self.marked.len().is_multiple_of(2) {
             return Err(self.err("a dict with an odd number of keys and values".into()));
         }
+        self.hashable_keys()?;
         if setitems && self.compact_marked(id) {
             return Ok(());
         }

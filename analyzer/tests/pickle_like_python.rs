@@ -1,6 +1,6 @@
-//! Protocol 0's text arguments read as Python's own `pickle` reads them: each integer
-//! literal, as an INT, a LONG and a memo index, is read to the same number, or refused,
-//! exactly where `pickle.loads` reads or refuses it.
+//! Pickles read, or refused, exactly where Python's own `pickle.loads` reads or refuses
+//! them, to the same values: protocol 0's integer literals (as an INT, a LONG and a memo
+//! index), and dict keys Python cannot hash.
 
 use vramtrace_analyzer::snapshot::pickle::{self, Object, Value};
 
@@ -14,7 +14,7 @@ out = []
 for h in sys.argv[1:]:
     try:
         v = pickle.loads(bytes.fromhex(h))
-        out.append(str(len(v) if isinstance(v, list) else int(v)))
+        out.append(str(len(v) if isinstance(v, (list, dict)) else int(v)))
     except Exception:
         out.append(None)
 print(json.dumps(out))
@@ -81,8 +81,27 @@ fn ours(bytes: &[u8]) -> Option<String> {
             Object::Seq(items) => items.len().to_string(),
             _ => unreachable!("a list's object"),
         },
+        Value::Dict(id) => match &p.objects[id] {
+            Object::Dict(pairs) => pairs.len().to_string(),
+            _ => unreachable!("a dict's object"),
+        },
         other => panic!("{other:?}"),
     })
+}
+
+/// `cases`, each read here and by Python: the same number, or both refuse it.
+fn compare_with_python(cases: &[(String, Vec<u8>)]) {
+    let mut args = vec!["-c".to_string(), PYTHON.to_string()];
+    args.extend(cases.iter().map(|(_, b)| hex(b)));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let python: Vec<Option<String>> = serde_json::from_str(&common::python3(&args)).unwrap();
+    assert_eq!(python.len(), cases.len());
+    let read = python.iter().filter(|p| p.is_some()).count();
+    // Both kinds are among the cases: the comparison can fail either way.
+    assert!(read > 0 && read < cases.len(), "{read} read");
+    for ((what, bytes), expected) in cases.iter().zip(&python) {
+        assert_eq!(&ours(bytes), expected, "{what}");
+    }
 }
 
 #[test]
@@ -96,15 +115,30 @@ fn integers_and_memo_indices_read_as_pythons_pickle_reads_them() {
         let memo = [b"(lp", l, b"\nI1\na0g", l, b"\n."].concat();
         cases.push((format!("memo index {lit:?}"), memo));
     }
-    let mut args = vec!["-c".to_string(), PYTHON.to_string()];
-    args.extend(cases.iter().map(|(_, b)| hex(b)));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let python: Vec<Option<String>> = serde_json::from_str(&common::python3(&args)).unwrap();
-    assert_eq!(python.len(), cases.len());
-    let read = python.iter().filter(|p| p.is_some()).count();
-    // Both kinds are among the cases: the comparison can fail either way.
-    assert!(read > 20 && read < cases.len() - 20, "{read} read");
-    for ((what, bytes), expected) in cases.iter().zip(&python) {
-        assert_eq!(&ours(bytes), expected, "{what}");
-    }
+    compare_with_python(&cases);
+}
+
+#[test]
+fn dict_keys_python_cannot_hash_are_refused_as_python_refuses_them() {
+    // Protocol 2 opcodes before STOP: K is a small int, ] [] , } {}, ) (), ( a MARK,
+    // \x85/\x86 a tuple of 1/2, u SETITEMS, s SETITEM, d DICT, \x91 FROZENSET.
+    let bodies: &[(&str, &[u8])] = &[
+        ("int key", b"}(K\x01K\x02u"),
+        ("list key", b"}(]K\x02u"),
+        ("dict key", b"}(}K\x02u"),
+        ("list key by SETITEM", b"}]K\x02s"),
+        ("list key by DICT", b"(]K\x02d"),
+        ("tuple key", b"}(K\x01K\x02\x86K\x03u"),
+        ("tuple holding a list", b"}(K\x01]\x86K\x03u"),
+        ("tuple in a tuple holding a dict", b"}(}\x85\x85K\x03u"),
+        ("empty tuple key", b"}()K\x03u"),
+        ("frozenset key", b"}((K\x01\x91K\x03u"),
+        ("a dict keyed by itself", b"}q\x00(h\x00K\x01u"),
+        ("list value", b"}(K\x01]u"),
+    ];
+    let cases: Vec<(String, Vec<u8>)> = bodies
+        .iter()
+        .map(|(what, body)| (what.to_string(), [b"\x80\x02", *body, b"."].concat()))
+        .collect();
+    compare_with_python(&cases);
 }
