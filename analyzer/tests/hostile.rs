@@ -156,6 +156,26 @@ fn a_small_zstd_file_of_empty_lists_is_refused_before_it_fills_memory() {
 }
 
 #[test]
+fn one_long_text_line_under_an_address_space_limit_is_refused_before_it_is_copied() {
+    // A protocol 0 UNICODE argument of 256 MiB of 0xff in a few kilobytes: its copies
+    // as text would pass the 2-GiB limit (an abort); the budget counts what is left under
+    // the limit.
+    let mut body = vec![b'V'];
+    body.extend(std::iter::repeat_n(0xff, 256 << 20));
+    body.push(b'\n');
+    let small = zstd::encode_all(&pickle(&body)[..], 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = snapshot_view(dir.path(), "line.pickle.zst", &small);
+    assert_exit(&out, 2, "one long line");
+    let e = stderr(&out);
+    assert!(
+        e.contains("line.pickle.zst: byte 2: the objects decoded so far would take"),
+        "{e}"
+    );
+    assert!(e.contains("refused before it exhausts memory"), "{e}");
+}
+
+#[test]
 fn a_memo_index_growing_a_mebibyte_a_step_costs_nothing() {
     // None, then 4,000 LONG_BINPUTs, each to an index 2^20 past the last: 20 KB.
     let mut body = vec![b'N'];

@@ -55,15 +55,24 @@ impl Budget {
         }
     }
 
-    /// Why `made` bytes of objects from `read` bytes of pickle are too many, if they are.
-    pub fn check(&mut self, made: usize, read: usize) -> Result<(), String> {
+    /// Why `made` bytes of objects from `read` bytes of pickle, and `copying` more for an
+    /// argument about to be copied, are too many, if they are.
+    pub fn check(&mut self, made: usize, copying: usize, read: usize) -> Result<(), String> {
+        let take = if copying > 0 {
+            format!(
+                "would take, with the argument being read, {}",
+                bytes(made + copying)
+            )
+        } else {
+            format!("take {}", bytes(made))
+        };
+        let made = made.saturating_add(copying);
         let times = FLOOR.saturating_add(read.saturating_mul(TIMES));
         if made > times {
             return Err(format!(
-                "the objects decoded so far take {}, more than {TIMES} times the {} of pickle \
+                "the objects decoded so far {take}, more than {TIMES} times the {} of pickle \
                  read, far more than any snapshot makes of its bytes: refused before it \
                  exhausts memory",
-                bytes(made),
                 bytes(read)
             ));
         }
@@ -81,10 +90,9 @@ impl Budget {
                 String::new()
             };
             return Err(format!(
-                "the objects decoded so far take {}{with}, more than three quarters of the \
+                "the objects decoded so far {take}{with}, more than three quarters of the \
                  {} of memory free when reading began: refused before it exhausts memory \
                  (read it where more memory is free)",
-                bytes(made),
                 bytes(self.free.unwrap_or(self.ceiling))
             ));
         }
@@ -110,7 +118,7 @@ fn bytes(n: usize) -> String {
 }
 
 /// Memory this process may still take: what the kernel counts as available, less where
-/// the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace, cgroup
+/// an address-space limit leaves less, or where the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace, cgroup
 /// v2) has less room left under its limit. The cgroup's inactive file cache counts as
 /// room, as the kernel reclaims it first (a snapshot just copied in would otherwise leave
 /// none).
@@ -128,10 +136,26 @@ fn free_memory() -> Option<usize> {
         let used = number("/sys/fs/cgroup/memory.current").unwrap_or(0);
         max.saturating_sub(used.saturating_sub(cache().unwrap_or(0)))
     });
-    match (available, cgroup) {
-        (Some(a), Some(c)) => Some(a.min(c)),
-        (a, c) => a.or(c),
+    [available, cgroup, address_space_left()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// Where an address-space limit is set (`ulimit -v`): what is left under it, so that the
+/// budget's error comes before an allocation fails (which aborts).
+fn address_space_left() -> Option<usize> {
+    // SAFETY: rlimit is plain data, filled by getrlimit.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
     }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((limit.rlim_cur as usize).saturating_sub(kib.saturating_mul(1024)))
 }
 
 /// `MemAvailable` of /proc/meminfo, in bytes.
@@ -145,13 +169,19 @@ fn mem_available(meminfo: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
+    impl Budget {
+        fn check_made(&mut self, made: usize, read: usize) -> Result<(), String> {
+            self.check(made, 0, read)
+        }
+    }
+
     #[test]
     fn a_small_file_may_make_the_floor_whatever_it_is() {
         let mut b = Budget::within(None);
-        assert!(b.check(FLOOR, 0).is_ok());
-        assert!(b.check(FLOOR + 1, 0).is_err());
-        assert!(b.check(FLOOR + TIMES * 1000, 1000).is_ok());
-        assert!(b.check(FLOOR + TIMES * 1000 + 1, 1000).is_err());
+        assert!(b.check_made(FLOOR, 0).is_ok());
+        assert!(b.check_made(FLOOR + 1, 0).is_err());
+        assert!(b.check_made(FLOOR + TIMES * 1000, 1000).is_ok());
+        assert!(b.check_made(FLOOR + TIMES * 1000 + 1, 1000).is_err());
     }
 
     // Other tests decode small pickles meanwhile: they add at most a few megabytes to
@@ -161,10 +191,10 @@ mod tests {
         let free = 1usize << 30;
         let mut b = Budget::within(Some(free));
         let read = 100 << 20;
-        assert!(b.check(free / 4 * 3 - (64 << 20), read).is_ok());
-        let e = b.check(free / 4 * 3 + 1, read).unwrap_err();
+        assert!(b.check_made(free / 4 * 3 - (64 << 20), read).is_ok());
+        let e = b.check_made(free / 4 * 3 + 1, read).unwrap_err();
         assert!(e.contains("three quarters of the 1.0 GiB"), "{e}");
-        let e = b.check(FLOOR + 1, 0).unwrap_err();
+        let e = b.check_made(FLOOR + 1, 0).unwrap_err();
         assert!(e.contains("more than 24 times"), "{e}");
     }
 
@@ -173,13 +203,13 @@ mod tests {
         let free = 4usize << 30;
         let share = free / 8 * 3;
         let mut first = Budget::within(Some(free));
-        assert!(first.check(share, share).is_ok());
+        assert!(first.check_made(share, share).is_ok());
         let mut second = Budget::within(Some(free));
-        assert!(second.check(share - (64 << 20), share).is_ok());
-        let e = second.check(share + (64 << 20), share).unwrap_err();
+        assert!(second.check_made(share - (64 << 20), share).is_ok());
+        let e = second.check_made(share + (64 << 20), share).unwrap_err();
         assert!(e.contains("with the other snapshots read"), "{e}");
         drop(first);
-        assert!(second.check(share + (64 << 20), share).is_ok());
+        assert!(second.check_made(share + (64 << 20), share).is_ok());
     }
 
     #[test]

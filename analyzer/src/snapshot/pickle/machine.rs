@@ -534,8 +534,7 @@ impl Machine<'_> {
     /// [`Self::check_budget`] with `extra` bytes about to be made: an argument or line of
     /// a gigabyte makes its copies in one opcode, between two regular checks.
     fn check_room(&mut self, extra: usize) -> R<()> {
-        let footprint = extra
-            + self.input.held()
+        let footprint = self.input.held()
             + self.made
             + self.objects.len() * size_of::<Object>()
             + self.stack.capacity() * size_of::<Item>()
@@ -544,7 +543,7 @@ impl Machine<'_> {
             + self.rest.capacity() * size_of::<(Value, Value)>();
         let read = self.input.offset();
         self.budget
-            .check(footprint, read)
+            .check(footprint, extra, read)
             .map_err(|msg| self.err(msg))
     }
 
