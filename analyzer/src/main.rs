@@ -73,7 +73,7 @@ fn main() {
         Command::Whatif(args) => cmd::whatif::whatif(args),
     };
     // process::exit runs no destructors: unpacked packs are removed here.
-    vramtrace_analyzer::pack::cleanup();
+    vramtrace_analyzer::pack::cleanup_at_exit();
     match result {
         Ok(code) => std::process::exit(code),
         Err(msg) => {

@@ -349,10 +349,18 @@ fn remove_on_signal() {
         let watched = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
             .into_iter()
             .filter(|&s| !ignored(s));
-        let Ok(mut signals) = signal_hook::iterator::Signals::new(watched) else {
+        let watched: Vec<_> = watched.collect();
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(&watched) else {
             return;
         };
-        let _ = std::thread::Builder::new()
+        for &s in &watched {
+            // Set in the handler itself: the main thread may reach its last lock before
+            // the cleanup thread has run. SAFETY: an atomic store is async-signal-safe.
+            let _ = unsafe {
+                signal_hook::low_level::register(s, || SIGNALLED.store(true, Ordering::SeqCst))
+            };
+        }
+        let started = std::thread::Builder::new()
             .name("vramtrace-pack-cleanup".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
@@ -369,6 +377,14 @@ fn remove_on_signal() {
                     unsafe { libc::_exit(128 + signal) };
                 }
             });
+        if started.is_err() {
+            // No thread to act on them: the signals end vramtrace as they would have
+            // (what was unpacked stays), rather than being swallowed.
+            for &s in &watched {
+                // SAFETY: restoring the default action.
+                unsafe { libc::signal(s, libc::SIG_DFL) };
+            }
+        }
     });
 }
 
@@ -383,6 +399,15 @@ fn ignored(signal: libc::c_int) -> bool {
 /// Removes what [`unpack`] made (called before vramtrace exits).
 pub fn cleanup() {
     lock_unpacked().clear();
+}
+
+/// [`cleanup`], the lock then held until the process has exited: a signal from here on
+/// is too late to change the exit status, and its cleanup thread waits rather than race
+/// the exit.
+pub fn cleanup_at_exit() {
+    let mut unpacked = lock_unpacked();
+    unpacked.clear();
+    std::mem::forget(unpacked);
 }
 
 #[cfg(test)]
