@@ -7,14 +7,15 @@ use vramtrace_analyzer::snapshot::pickle::{self, Object, Value};
 mod common;
 
 /// What Python's `pickle.loads` makes of each pickle (hex on the command line): the
-/// integer it gives (a list's length), or null where it raises.
+/// value it gives (an integer, True or False; a list's or dict's length), or null where it
+/// raises.
 const PYTHON: &str = r#"
 import json, pickle, sys
 out = []
 for h in sys.argv[1:]:
     try:
         v = pickle.loads(bytes.fromhex(h))
-        out.append(str(len(v) if isinstance(v, (list, dict)) else int(v)))
+        out.append(str(len(v) if isinstance(v, (list, dict)) else v))
     except Exception:
         out.append(None)
 print(json.dumps(out))
@@ -24,6 +25,18 @@ print(json.dumps(out))
 /// refuses what Python reads: no snapshot holds such a number).
 const LITERALS: &[&str] = &[
     "0",
+    "\x0b5",
+    "5\x0b",
+    "\x0c1",
+    "-0",
+    "+1",
+    " 1",
+    "\r0",
+    "1\0",
+    "\0",
+    "\0f",
+    "12\0zz",
+    "-01000000000000000000000",
     "00",
     "01",
     "000",
@@ -72,7 +85,7 @@ fn ours(bytes: &[u8]) -> Option<String> {
     let p = pickle::parse(bytes).ok()?;
     Some(match p.root {
         Value::Int(i) => i.to_string(),
-        Value::Bool(b) => (b as u8).to_string(),
+        Value::Bool(b) => if b { "True" } else { "False" }.to_string(),
         Value::BigInt(id) => match &p.objects[id] {
             Object::BigInt(i) => i.to_string(),
             _ => unreachable!("a big integer's object"),

@@ -6,7 +6,7 @@ use super::entry::{self, KeyIds, KeyOrder};
 use super::fast;
 use super::input::{Input, Source};
 use super::memo::Memo;
-use super::text::{c_octal, python_int, raw_unicode_escape, unescape};
+use super::text::{c_string, c_strtol, python_int, raw_unicode_escape, unescape};
 use super::{code_carrying, ErrorKind, Object, Pickle, PickleError, Value};
 use std::io::Read;
 use std::mem::size_of;
@@ -186,17 +186,19 @@ impl Machine<'_> {
                 0x88 => m.push(Value::Bool(true)),
                 0x89 => m.push(Value::Bool(false)),
                 b'I' => {
+                    // As Python's C unpickler: C's strtol first (a 0 before digits means
+                    // octal), a two-character text read so whole as 0 or 1 a bool, and
+                    // `int(text, 0)` where strtol stops early.
                     let line = m.line()?;
-                    let v = match line.as_str() {
-                        "01" => Value::Bool(true),
-                        "00" => Value::Bool(false),
-                        s => {
-                            // Python's C unpickler reads INT with C's strtol first, for
-                            // which a leading 0 means octal.
-                            let i = match c_octal(s) {
-                                Some(i) => i,
-                                None => m.parse_int(s)?,
-                            };
+                    if line.is_empty() {
+                        return Err(m.err("an INT with no argument".into()));
+                    }
+                    let text = c_string(&line);
+                    let v = match c_strtol(text) {
+                        Some(x @ (0 | 1)) if line.len() == 2 => Value::Bool(x == 1),
+                        Some(x) => Value::Int(x),
+                        None => {
+                            let i = m.parse_int(text)?;
                             m.int(i)
                         }
                     };
@@ -205,7 +207,7 @@ impl Machine<'_> {
                 b'L' => {
                     let line = m.line()?;
                     // Python drops one trailing L (protocol 0 as Python 2 wrote it).
-                    let v = m.parse_int(line.strip_suffix('L').unwrap_or(&line))?;
+                    let v = m.parse_int(c_string(line.strip_suffix('L').unwrap_or(&line)))?;
                     let v = m.int(v);
                     m.push(v);
                 }
@@ -521,7 +523,7 @@ impl Machine<'_> {
     /// GET's and PUT's argument, as Python's `int(line)` reads it (a negative one, which
     /// Python's dict memo takes, is refused: no pickler writes one).
     fn memo_index(&self, line: &str) -> R<usize> {
-        python_int(line, false)
+        python_int(c_string(line), false)
             .and_then(|i| usize::try_from(i).ok())
             .ok_or_else(|| self.err(format!("bad memo index {line:?}")))
     }

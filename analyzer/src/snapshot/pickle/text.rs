@@ -56,17 +56,32 @@ pub fn raw_unicode_escape(s: &str) -> String {
     out
 }
 
-/// An integer as Python's `int(text, 0)` (`any_base`: INT and LONG) or `int(text)` (memo
-/// indices) reads it: surrounding ASCII whitespace, a sign, with `any_base` a `0x`, `0o` or
-/// `0b` prefix (and no other leading zero), and single underscores between digits.
-/// `None` where Python raises, or past 128 bits.
-pub fn python_int(text: &str, any_base: bool) -> Option<i128> {
-    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
-    let (negative, t) = match t.as_bytes().first() {
+/// C's `isspace`, which Python's `int()` and the C unpickler skip: vertical tab included.
+fn c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
+/// The text as a C function reads it: up to its first NUL.
+pub fn c_string(text: &str) -> &str {
+    text.split('\0').next().unwrap_or("")
+}
+
+/// A sign, and the rest.
+fn signed(t: &str) -> (bool, &str) {
+    match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
-    };
+    }
+}
+
+/// An integer as Python's `int(text, 0)` (`any_base`: INT and LONG) or `int(text)` (memo
+/// indices) reads it (`PyLong_FromString`): surrounding whitespace, a sign, with
+/// `any_base` a `0x`, `0o` or `0b` prefix (and no other leading zero), and single
+/// underscores between digits. `None` where Python raises, or past 128 bits. The caller
+/// cuts the text at a NUL first ([`c_string`]), as C does.
+pub fn python_int(text: &str, any_base: bool) -> Option<i128> {
+    let (negative, t) = signed(text.trim_matches(c_space));
     let prefixed = |p: &str| {
         t.get(..2)
             .filter(|head| head.eq_ignore_ascii_case(p))
@@ -100,20 +115,32 @@ pub fn python_int(text: &str, any_base: bool) -> Option<i128> {
     }
 }
 
-/// An INT argument that C's `strtol(text, &end, 0)` reads whole as an octal number of a C
-/// `long`: leading whitespace, a sign, a 0 and octal digits only (`010` is 8). Python's C
-/// unpickler reads INT so before anything else (its pure-Python one refuses these).
-pub fn c_octal(text: &str) -> Option<i128> {
-    let t = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
-    let (negative, t) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
+/// What C's `strtol(text, &end, 0)` gives where it reads `text` (cut at a NUL) to its
+/// end without overflowing a `long`: leading whitespace, a sign, then `0x` and hex
+/// digits, a 0 and octal digits (`010` is 8), or decimal digits; an empty text is 0 (no
+/// digits, and nothing left either). Python's C unpickler reads INT so before anything
+/// else, and takes `int(text, 0)` where this is `None`.
+pub fn c_strtol(text: &str) -> Option<i64> {
+    if text.is_empty() {
+        return Some(0);
+    }
+    let (negative, t) = signed(text.trim_start_matches(c_space));
+    let hex = t
+        .get(..2)
+        .filter(|p| p.eq_ignore_ascii_case("0x"))
+        .filter(|_| t[2..].starts_with(|c: char| c.is_ascii_hexdigit()));
+    let (radix, digits) = match (hex, t.starts_with('0')) {
+        (Some(_), _) => (16, &t[2..]),
+        (None, true) => (8, t),
+        (None, false) => (10, t),
     };
-    let digits = t.strip_prefix('0')?;
-    if digits.is_empty() || !digits.bytes().all(|c| (b'0'..=b'7').contains(&c)) {
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return None;
     }
-    let magnitude = i64::from_str_radix(digits, 8).ok()?;
-    Some(if negative { -magnitude } else { magnitude } as i128)
+    let magnitude = u64::from_str_radix(digits, radix).ok()?;
+    if negative {
+        (magnitude <= 1 << 63).then(|| (magnitude as i64).wrapping_neg())
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
