@@ -679,10 +679,20 @@ impl Machine<'_> {
         }
         match &mut self.objects[id] {
             Object::Seq(v) => {
+                // A large list by length: what doubling reserves past it is never touched
+                // (a list of a million `None`s is 16 bytes an item, not 32). A small one
+                // by capacity: its room lies in pages the heap has touched.
+                let counted = |v: &Vec<Value>| {
+                    let bytes = v.capacity() * size_of::<Value>();
+                    if bytes <= 128 << 10 {
+                        bytes
+                    } else {
+                        v.len() * size_of::<Value>()
+                    }
+                };
+                let before = counted(v);
                 v.extend_from_slice(&self.marked);
-                // By length: what doubling reserves past it is never touched (a list of
-                // a million `None`s is 16 bytes an item, not 32).
-                self.made += self.marked.len() * size_of::<Value>();
+                self.made = (self.made + counted(v)).saturating_sub(before);
             }
             _ => unreachable!("list ids name sequences"),
         }
