@@ -549,6 +549,11 @@ impl Machine<'_> {
             .map_err(|msg| self.err(msg))
     }
 
+    /// Counts what object `id` holds now, where it held `before`.
+    fn grew(&mut self, id: usize, before: usize) {
+        self.made = (self.made + self.objects[id].heap_bytes()).saturating_sub(before);
+    }
+
     fn alloc(&mut self, o: Object) -> usize {
         self.made += o.heap_bytes();
         self.objects.push(o);
@@ -677,25 +682,12 @@ impl Machine<'_> {
                 }
             }
         }
+        let before = self.objects[id].heap_bytes();
         match &mut self.objects[id] {
-            Object::Seq(v) => {
-                // A large list by length: what doubling reserves past it is never touched
-                // (a list of a million `None`s is 16 bytes an item, not 32). A small one
-                // by capacity: its room lies in pages the heap has touched.
-                let counted = |v: &Vec<Value>| {
-                    let bytes = v.capacity() * size_of::<Value>();
-                    if bytes <= 128 << 10 {
-                        bytes
-                    } else {
-                        v.len() * size_of::<Value>()
-                    }
-                };
-                let before = counted(v);
-                v.extend_from_slice(&self.marked);
-                self.made = (self.made + counted(v)).saturating_sub(before);
-            }
+            Object::Seq(v) => v.extend_from_slice(&self.marked),
             _ => unreachable!("list ids name sequences"),
         }
+        self.grew(id, before);
         Ok(())
     }
 
@@ -778,18 +770,15 @@ impl Machine<'_> {
             }
             _ => None,
         };
+        let before = self.objects[id].heap_bytes();
         if let Some(pairs) = expanded {
-            self.made += pairs.capacity() * size_of::<(Value, Value)>();
             self.objects[id] = Object::Dict(pairs);
         }
         match &mut self.objects[id] {
-            Object::Dict(d) => {
-                let before = d.capacity();
-                d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1])));
-                self.made += (d.capacity() - before) * size_of::<(Value, Value)>();
-            }
+            Object::Dict(d) => d.extend(self.marked.chunks_exact(2).map(|c| (c[0], c[1]))),
             _ => unreachable!("dict ids name dicts"),
         }
+        self.grew(id, before);
         Ok(())
     }
 

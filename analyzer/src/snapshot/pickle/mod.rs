@@ -70,11 +70,22 @@ impl Object {
         match self {
             Object::Str(s) => s.capacity(),
             Object::Bytes(b) => b.capacity(),
-            Object::Seq(v) => v.capacity() * size_of::<Value>(),
-            Object::Dict(d) => d.capacity() * size_of::<(Value, Value)>(),
+            Object::Seq(v) => held(v.capacity(), v.len(), size_of::<Value>()),
+            Object::Dict(d) => held(d.capacity(), d.len(), size_of::<(Value, Value)>()),
             Object::Entry(_) => 0,
             Object::BigInt(_) => size_of::<i128>(),
         }
+    }
+}
+
+/// A vector's bytes as the budget counts them: a large one by length, since what doubling
+/// reserves past it is never touched (a list of a million `None`s is 16 bytes an item, not
+/// 32); a small one by capacity, since its room lies in pages the heap has touched.
+fn held(capacity: usize, len: usize, item: usize) -> usize {
+    if capacity * item <= 128 << 10 {
+        capacity * item
+    } else {
+        len * item
     }
 }
 
