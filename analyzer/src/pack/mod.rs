@@ -15,11 +15,12 @@ mod redact;
 /// about 2,000; a hostile pack of millions of empty members is refused.
 const MAX_MEMBERS: usize = 100_000;
 
-/// Directories unpacked for this process, removed by [`cleanup`].
+/// Directories unpacked for this process, removed by [`cleanup_at_exit`].
 static UNPACKED: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
-/// Set by the signal's cleanup thread before it takes [`UNPACKED`]: the main thread, which
-/// could take the lock first (a mutex lets the thread that just freed it take it again
-/// ahead of the one it woke), then waits for the end instead of going on or exiting.
+/// Set by the signal's handler, before the cleanup thread takes [`UNPACKED`]: the main
+/// thread, which could take the lock first (a mutex lets the thread that just freed it
+/// take it again ahead of the one it woke, and the cleanup thread may not have run yet),
+/// then waits for the end instead of going on or exiting.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 /// [`UNPACKED`], for the main thread: after a signal, it never returns (the cleanup
@@ -223,7 +224,7 @@ pub fn is_pack(path: &Path) -> bool {
     got == 512 && &first[257..262] == b"ustar"
 }
 
-/// Unpacks `path` into a private temporary directory (0700) kept until [`cleanup`], and
+/// Unpacks `path` into a private temporary directory (0700) kept until [`cleanup_at_exit`], and
 /// returns it. Members are plain files named without any directory part; anything else
 /// (links, devices, `../` names) is skipped.
 pub fn unpack(path: &Path) -> Result<PathBuf, String> {
@@ -346,10 +347,10 @@ fn remove_on_signal() {
     WATCHING.call_once(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
         // A signal ignored when vramtrace started (`nohup` ignores SIGHUP) stays ignored.
-        let watched = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+        let watched: Vec<_> = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
             .into_iter()
-            .filter(|&s| !ignored(s));
-        let watched: Vec<_> = watched.collect();
+            .filter(|&s| !ignored(s))
+            .collect();
         let Ok(mut signals) = signal_hook::iterator::Signals::new(&watched) else {
             return;
         };
@@ -364,10 +365,9 @@ fn remove_on_signal() {
             .name("vramtrace-pack-cleanup".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    // Said first, and the lock then held until the process is gone: the
-                    // main thread, which finds the files removed and would exit with an
-                    // error (status 2) first, waits at its next lock instead.
-                    SIGNALLED.store(true, Ordering::SeqCst);
+                    // The lock held until the process is gone: the main thread, which
+                    // finds the files removed and would exit with an error (status 2)
+                    // first, waits at its next lock instead (the handler said so).
                     let mut unpacked = UNPACKED.lock().unwrap_or_else(|e| e.into_inner());
                     unpacked.clear();
                     // Ends as the signal would have ended vramtrace, status included.
@@ -396,14 +396,9 @@ fn ignored(signal: libc::c_int) -> bool {
     read && old.sa_sigaction == libc::SIG_IGN
 }
 
-/// Removes what [`unpack`] made (called before vramtrace exits).
-pub fn cleanup() {
-    lock_unpacked().clear();
-}
-
-/// [`cleanup`], the lock then held until the process has exited: a signal from here on
-/// is too late to change the exit status, and its cleanup thread waits rather than race
-/// the exit.
+/// Removes what [`unpack`] made, and holds the lock until the process has exited (called
+/// just before vramtrace exits): a signal from here on is too late to change the exit
+/// status, and its cleanup thread waits rather than race the exit.
 pub fn cleanup_at_exit() {
     let mut unpacked = lock_unpacked();
     unpacked.clear();
@@ -422,7 +417,7 @@ mod tests {
         super::write(&pack, &[run.path().to_path_buf()], false, false).unwrap();
         let dir = super::unpack(&pack).unwrap();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-        super::cleanup();
+        super::lock_unpacked().clear();
         assert_eq!(mode, 0o700, "{mode:o}");
         assert!(!dir.exists());
     }
