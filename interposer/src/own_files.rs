@@ -81,23 +81,20 @@ fn c_path<'a>(path: &str, buf: &'a mut [u8; 256]) -> Option<&'a [u8]> {
         len += bytes.len();
         Some(())
     };
-    let rest = if let Some(rest) = path.strip_prefix("/proc/self/") {
-        push(b"/proc/")?;
-        let mut digits = [0u8; 16];
-        push(proc_pid(&mut digits))?;
-        push(b"/")?;
-        rest
-    } else if let Some(rest) = path.strip_prefix("/proc/thread-self/") {
-        push(b"/proc/")?;
-        let mut digits = [0u8; 16];
-        push(proc_pid(&mut digits))?;
-        push(b"/task/")?;
-        let mut tid = [0u8; 16];
-        push(decimal(crate::thread::proc_tid(), &mut tid))?;
-        push(b"/")?;
-        rest
-    } else {
-        path
+    let thread = path.strip_prefix("/proc/thread-self/");
+    let rest = match path.strip_prefix("/proc/self/").or(thread) {
+        Some(rest) => {
+            push(b"/proc/")?;
+            let mut digits = [0u8; 16];
+            push(proc_pid(&mut digits))?;
+            if thread.is_some() {
+                push(b"/task/")?;
+                push(decimal(crate::thread::proc_tid(), &mut digits))?;
+            }
+            push(b"/")?;
+            rest
+        }
+        None => path,
     };
     if rest.as_bytes().contains(&0) {
         return None;
