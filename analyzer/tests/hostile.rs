@@ -137,6 +137,15 @@ fn snapshot_view(dir: &Path, name: &str, bytes: &[u8]) -> Output {
     limited(&["snapshot", path.to_str().unwrap()])
 }
 
+/// What `vramtrace snapshot` says on stderr of a file `name` of `bytes` it refuses
+/// (exit 2, no panic).
+fn refused_snapshot(name: &str, bytes: &[u8], what: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = snapshot_view(dir.path(), name, bytes);
+    assert_exit(&out, 2, what);
+    stderr(&out)
+}
+
 #[test]
 fn a_small_zstd_file_of_empty_lists_is_refused_before_it_fills_memory() {
     // 64 MiB of EMPTY_LIST in a few kilobytes: each byte a 56-byte list and a 16-byte
@@ -144,10 +153,7 @@ fn a_small_zstd_file_of_empty_lists_is_refused_before_it_fills_memory() {
     let bytes = pickle(&vec![b']'; 64 << 20]);
     let small = zstd::encode_all(&bytes[..], 3).unwrap();
     assert!(small.len() < 100_000, "{} bytes", small.len());
-    let dir = tempfile::tempdir().unwrap();
-    let out = snapshot_view(dir.path(), "lists.pickle.zst", &small);
-    assert_exit(&out, 2, "empty lists");
-    let e = stderr(&out);
+    let e = refused_snapshot("lists.pickle.zst", &small, "empty lists");
     assert!(e.contains("lists.pickle.zst: byte "), "{e}");
     assert!(
         e.contains("more than 24 times") && e.contains("refused before it exhausts memory"),
@@ -164,10 +170,7 @@ fn one_long_text_line_under_an_address_space_limit_is_refused_before_it_is_copie
     body.extend(std::iter::repeat_n(0xff, 256 << 20));
     body.push(b'\n');
     let small = zstd::encode_all(&pickle(&body)[..], 3).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let out = snapshot_view(dir.path(), "line.pickle.zst", &small);
-    assert_exit(&out, 2, "one long line");
-    let e = stderr(&out);
+    let e = refused_snapshot("line.pickle.zst", &small, "one long line");
     assert!(
         e.contains("line.pickle.zst: byte 2: the objects decoded so far would take"),
         "{e}"
@@ -183,14 +186,11 @@ fn a_memo_index_growing_a_mebibyte_a_step_costs_nothing() {
         body.push(b'r');
         body.extend_from_slice(&(i << 20).to_le_bytes());
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = snapshot_view(dir.path(), "memo.pickle", &pickle(&body));
-    assert_exit(&out, 2, "memo");
+    let e = refused_snapshot("memo.pickle", &pickle(&body), "memo");
     // Read to its end: its root, None, is no snapshot.
     assert!(
-        stderr(&out).contains("memo.pickle: not a PyTorch memory snapshot"),
-        "{}",
-        stderr(&out)
+        e.contains("memo.pickle: not a PyTorch memory snapshot"),
+        "{e}"
     );
 }
 
@@ -291,10 +291,7 @@ fn one_list_shared_a_billion_times_over_is_refused() {
     body.extend(shared_list(4, 1000, 5));
     let bytes = pickle(&body);
     assert!(bytes.len() < 7000, "{} bytes", bytes.len());
-    let dir = tempfile::tempdir().unwrap();
-    let out = snapshot_view(dir.path(), "laughs.pickle", &bytes);
-    assert_exit(&out, 2, "billion laughs");
-    let e = stderr(&out);
+    let e = refused_snapshot("laughs.pickle", &bytes, "billion laughs");
     assert!(
         e.contains("laughs.pickle: not a PyTorch memory snapshot"),
         "{e}"
