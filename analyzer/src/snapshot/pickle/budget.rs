@@ -76,11 +76,11 @@ impl Budget {
                 bytes(read)
             ));
         }
-        let all = if made >= self.counted {
-            COMMITTED.fetch_add(made - self.counted, Ordering::Relaxed) + (made - self.counted)
-        } else {
-            COMMITTED.fetch_sub(self.counted - made, Ordering::Relaxed) - (self.counted - made)
-        };
+        // The change, up or down, as a wrapping difference.
+        let change = made.wrapping_sub(self.counted);
+        let all = COMMITTED
+            .fetch_add(change, Ordering::Relaxed)
+            .wrapping_add(change);
         self.counted = made;
         if all > self.ceiling {
             let others = all.saturating_sub(made);
@@ -118,13 +118,15 @@ fn bytes(n: usize) -> String {
 }
 
 /// Memory this process may still take: what the kernel counts as available, less where
-/// an address-space limit leaves less, or where the process's cgroup (a container's, seen at /sys/fs/cgroup in its namespace, cgroup
-/// v2) has less room left under its limit. The cgroup's inactive file cache counts as
-/// room, as the kernel reclaims it first (a snapshot just copied in would otherwise leave
-/// none).
+/// an address-space limit leaves less, or where the process's cgroup (a container's, seen
+/// at /sys/fs/cgroup in its namespace, cgroup v2) has less room left under its limit. The
+/// cgroup's inactive file cache counts as room, as the kernel reclaims it first (a
+/// snapshot just copied in would otherwise leave none).
 fn free_memory() -> Option<usize> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let available = meminfo.as_deref().and_then(mem_available);
+    let available = meminfo
+        .as_deref()
+        .and_then(|m| kib_field(m, "MemAvailable:"));
     let number =
         |path: &str| -> Option<usize> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     let cache = || -> Option<usize> {
@@ -153,14 +155,13 @@ fn address_space_left() -> Option<usize> {
         return None;
     }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmSize:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some((limit.rlim_cur as usize).saturating_sub(kib.saturating_mul(1024)))
+    let size = kib_field(&status, "VmSize:")?;
+    Some((limit.rlim_cur as usize).saturating_sub(size))
 }
 
-/// `MemAvailable` of /proc/meminfo, in bytes.
-fn mem_available(meminfo: &str) -> Option<usize> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// A `Key:   N kB` line of a /proc file (meminfo, status), in bytes.
+fn kib_field(text: &str, key: &str) -> Option<usize> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
 }
@@ -213,9 +214,9 @@ mod tests {
     }
 
     #[test]
-    fn mem_available_is_read_in_kibibytes() {
+    fn a_proc_field_is_read_in_kibibytes() {
         let text = "MemTotal:       24683664 kB\nMemFree:        14014492 kB\nMemAvailable:   23643000 kB\n";
-        assert_eq!(mem_available(text), Some(23_643_000 * 1024));
-        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(kib_field(text, "MemAvailable:"), Some(23_643_000 * 1024));
+        assert_eq!(kib_field("MemTotal: 1 kB\n", "MemAvailable:"), None);
     }
 }
