@@ -15,6 +15,9 @@ struct Row {
     blocks: usize,
     reserved_mib: String,
     allocated_mib: String,
+    /// History entries over all devices ("5803 on one device", "one `snapshot` entry",
+    /// "none").
+    entries: usize,
 }
 
 fn readme_rows() -> Vec<Row> {
@@ -32,6 +35,11 @@ fn readme_rows() -> Vec<Row> {
                 blocks: b.trim().parse().unwrap(),
                 reserved_mib: r.trim().to_string(),
                 allocated_mib: a.trim().to_string(),
+                entries: match cells[6].split_whitespace().next() {
+                    Some("none") => 0,
+                    Some("one") => 1,
+                    n => n.and_then(|n| n.parse().ok()).expect("trace entries"),
+                },
             }
         })
         .collect()
@@ -44,10 +52,21 @@ fn mib(b: u64) -> String {
 #[test]
 fn every_fixture_reproduces_its_readme_figures() {
     let rows = readme_rows();
-    assert_eq!(rows.len(), 5, "the README lists five files");
+    // Every snapshot in the directory has its row, and every row its file.
+    let mut listed: Vec<&str> = rows.iter().map(|r| r.file.as_str()).collect();
+    listed.sort_unstable();
+    let mut present: Vec<String> = std::fs::read_dir(fixtures())
+        .expect("fixtures")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "README.md")
+        .collect();
+    present.sort_unstable();
+    assert_eq!(listed, present, "the README's rows and the files beside it");
     for row in rows {
         let snap = read_snapshot(&fixtures().join(&row.file)).unwrap();
         let (mut segs, mut blocks, mut r, mut a) = (0, 0, 0, 0);
+        let entries: usize = snap.devices.iter().map(|d| d.trace.len()).sum();
+        assert_eq!(entries, row.entries, "{}: trace entries", row.file);
         for d in &snap.devices {
             let f = figures(d);
             segs += f.segments;
