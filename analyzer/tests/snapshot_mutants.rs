@@ -115,8 +115,8 @@ fn entries_read_in_one_step_decode_as_opcode_by_opcode() {
         }
     }
     // Both paths keep history entries compact: the comparison covered them. An entry
-    // with a new frame list, or the first of its shape, goes opcode by opcode; a third of
-    // the real entries are neither.
+    // with a new frame list, or the first of its shape, goes opcode by opcode; 40% of the
+    // real entries are neither (29,963 of 73,788 in the eleven fixtures).
     assert!(compared > 5_000, "{compared} entries");
     assert!(
         fast * 4 >= compared,

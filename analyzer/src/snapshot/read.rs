@@ -313,9 +313,11 @@ impl Reader<'_> {
     fn extra(&mut self, e: Value) -> Result<serde_json::Map<String, serde_json::Value>, String> {
         let p = self.p;
         let mut out = serde_json::Map::new();
-        // A compact entry keeps its other keys in `rest`, nearly always absent: rebuilding
-        // the whole dict for each of millions of entries found nothing.
+        // A compact entry keeps its other keys in `rest`, nearly always absent, and the
+        // strings of newer files in slots: rebuilding the whole dict for each of millions
+        // of entries of an older file found nothing.
         let pairs = match p.entry(e) {
+            Some(c) if c.has_strings() => p.dict(e),
             Some(c) => match c.rest() {
                 Some(rest) => p.dict(Value::Dict(rest)),
                 None => return Ok(out),

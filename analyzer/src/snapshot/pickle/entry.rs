@@ -1,7 +1,9 @@
 //! History entries kept compact. A snapshot's history is nearly all of it: a million
 //! dicts of six keys (`action`, `addr`, `size`, `stream`, `time_us`, `frames`), each key
-//! and each frame list a memo reference into the file. As a dict of values, one entry
-//! takes ~200 bytes; as [`Entry`], a fixed record with the frame list by id, 48.
+//! and each frame list a memo reference into the file; PyTorch 2.6 and later add
+//! `compile_context` and `user_metadata` to every entry, strings (mostly `"N/A"` and
+//! `""`) that are memo references too. As a dict of values, one entry takes ~200 bytes;
+//! as [`Entry`], a fixed record with the frame list and the strings by id, 56.
 //!
 //! A dict becomes an `Entry` when it has an `action` string and it is complete: filled
 //! by one SETITEMS while empty (as protocols 1-5 write a small dict), or appended to a list
@@ -14,10 +16,13 @@ use super::{Object, Value};
 /// The integer fields kept inline, in this order. An `oom` entry's `device_free` is not
 /// one: a slot that nearly every entry leaves empty would make each 8 bytes larger.
 pub const INT_KEYS: [&str; 4] = ["addr", "size", "stream", "time_us"];
-/// All keys with a slot: the integer fields, then `action` and `frames`.
+/// All keys with a slot: the integer fields, then `action` and `frames`, then the two
+/// strings of newer files.
 pub const ACTION: usize = 4;
 pub const FRAMES: usize = 5;
-pub const KEYS: usize = 6;
+pub const COMPILE_CONTEXT: usize = 6;
+pub const USER_METADATA: usize = 7;
+pub const KEYS: usize = 8;
 
 const NONE: u32 = u32::MAX;
 
@@ -29,18 +34,24 @@ pub struct Entry {
     action: u32,
     /// The `frames` list or tuple (`NONE` when absent).
     frames: u32,
+    /// `compile_context` and `user_metadata` where they are strings.
+    strings: [u32; 2],
     /// The other keys, as a dict (`NONE` when there are none).
     rest: u32,
-    /// Bit i: slot i is present; bit 7: `frames` is a tuple.
-    present: u8,
+    /// Bit i: slot i is present; bit 15: `frames` is a tuple.
+    present: u16,
 }
 
-const TUPLE: u8 = 1 << 7;
+const TUPLE: u16 = 1 << 15;
+
+const _: () = assert!(std::mem::size_of::<Entry>() <= 56);
 
 fn slot(key: &str) -> Option<usize> {
     match key {
         "action" => Some(ACTION),
         "frames" => Some(FRAMES),
+        "compile_context" => Some(COMPILE_CONTEXT),
+        "user_metadata" => Some(USER_METADATA),
         _ => INT_KEYS.iter().position(|k| *k == key),
     }
 }
@@ -111,6 +122,7 @@ impl Entry {
             ints: [0; 4],
             action: NONE,
             frames: NONE,
+            strings: [NONE; 2],
             rest: NONE,
             present: 0,
         }
@@ -134,6 +146,10 @@ impl Entry {
                 }
                 None => return false,
             },
+            (COMPILE_CONTEXT | USER_METADATA, Value::Str(s)) => match id(s) {
+                Some(s) => self.strings[i - COMPILE_CONTEXT] = s,
+                None => return false,
+            },
             (i, Value::Int(n)) if i < ACTION => self.ints[i] = n,
             _ => return false,
         }
@@ -144,6 +160,11 @@ impl Entry {
     /// Whether slot `i` is set.
     pub fn has(&self, i: usize) -> bool {
         self.present & (1 << i) != 0
+    }
+
+    /// Whether `compile_context` or `user_metadata` is kept in its slot.
+    pub fn has_strings(&self) -> bool {
+        self.has(COMPILE_CONTEXT) || self.has(USER_METADATA)
     }
 
     /// Whether this is an entry: it has an `action` string.
@@ -169,6 +190,9 @@ impl Entry {
             ACTION => Value::Str(self.action as usize),
             FRAMES if self.present & TUPLE != 0 => Value::Tuple(self.frames as usize),
             FRAMES => Value::List(self.frames as usize),
+            COMPILE_CONTEXT | USER_METADATA => {
+                Value::Str(self.strings[i - COMPILE_CONTEXT] as usize)
+            }
             i => Value::Int(self.ints[i]),
         })
     }

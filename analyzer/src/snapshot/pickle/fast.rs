@@ -7,11 +7,13 @@
 //! In two steps, so that the first can run ahead on a thread of its own (`ahead.rs`):
 //! [`scan`] reads the bytes into a [`Raw`] entry (memo references as indices), knowing
 //! nothing of the memo; [`resolve`] looks the references up when the machine reaches
-//! that `EMPTY_DICT`. Either gives up (`None`) on anything else (a literal string, a new
-//! frame list, a key in another order than the entry before, a value of another kind),
-//! and the machine then runs the same bytes opcode by opcode. What they give is what the
-//! machine would have made of those bytes, so both paths decode a file to the same
-//! objects.
+//! that `EMPTY_DICT`. Either gives up (`None`) on anything else (a new frame list, a key
+//! in another order than the entry before, a value of another kind, a second literal
+//! string), and the machine then runs the same bytes opcode by opcode. One short ASCII
+//! string written out as a value is read here too: PyTorch 2.6 and later write each
+//! entry's `compile_context` (`"N/A"`) as a string of its own, never a memo reference.
+//! What they give is what the machine would have made of those bytes, so both paths
+//! decode a file to the same objects.
 
 use super::entry::{Entry, KeyIds, KeyOrder};
 use super::memo::Memo;
@@ -20,8 +22,10 @@ use super::Value;
 /// The most bytes after `EMPTY_DICT` one entry read here takes: 8 keys and values of at
 /// most 10 bytes each, the put, MARK and SETITEMS.
 pub const MAX_BYTES: usize = 200;
-/// The most keys of an entry read here (PyTorch writes 6 or 7).
+/// The most keys of an entry read here (PyTorch writes 6 to 8).
 const MAX_KEYS: usize = 8;
+/// The longest literal string value read here.
+const MAX_LITERAL: usize = 8;
 
 /// Where the dict is put in the memo (`put_at` holds the index of `At`).
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +53,23 @@ pub struct Raw {
     memo: u8,
     /// Keys and values.
     pairs: u8,
+    /// The pair whose value is a literal string (its bytes in `values`), and the string's
+    /// length and memo put; `NO_LITERAL` when there is none.
+    literal: u8,
+    literal_len: u8,
+    literal_put: Put,
+    literal_put_at: u32,
+}
+
+const NO_LITERAL: u8 = u8::MAX;
+
+/// What [`resolve`] makes of an entry: the memo index the dict is put at, the entry, and
+/// its literal string (its text and memo index), made after the dict as the machine makes
+/// it.
+pub struct Resolved {
+    pub put: Option<usize>,
+    pub entry: Entry,
+    pub literal: Option<(String, Option<usize>)>,
 }
 
 const _: () = assert!(std::mem::size_of::<Raw>() <= 128);
@@ -83,6 +104,10 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
         len: 0,
         memo: 0,
         pairs: 0,
+        literal: NO_LITERAL,
+        literal_len: 0,
+        literal_put: Put::None,
+        literal_put_at: 0,
     };
     for n in 0..=2 * MAX_KEYS {
         let op = *b.get(i)?;
@@ -128,6 +153,26 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
                 i += 1 + len;
                 (signed(bytes), false)
             }
+            // SHORT_BINUNICODE, ASCII (the text is the bytes), then its put if any.
+            0x8c if raw.literal == NO_LITERAL => {
+                let len = *b.get(i)? as usize;
+                let bytes = b.get(i + 1..i + 1 + len)?;
+                if len > MAX_LITERAL || !bytes.is_ascii() {
+                    return None;
+                }
+                i += 1 + len;
+                let mut text = [0u8; 8];
+                text[..len].copy_from_slice(bytes);
+                (raw.literal_put, raw.literal_put_at, i) = match *b.get(i)? {
+                    0x94 => (Put::Next, 0, i + 1),
+                    b'q' => (Put::At, *b.get(i + 1)? as u32, i + 2),
+                    b'r' => (Put::At, u32_at(b, i + 1)?, i + 5),
+                    _ => (Put::None, 0, i),
+                };
+                raw.literal = (n / 2) as u8;
+                raw.literal_len = len as u8;
+                (i64::from_le_bytes(text), false)
+            }
             _ => return None,
         };
         // Memo indices (`h`, `j`) are at most u32::MAX.
@@ -141,23 +186,37 @@ pub fn scan(b: &[u8], at: usize) -> Option<Raw> {
     None
 }
 
-/// `raw` as the entry it is, with the memo index the dict is put at: its references
-/// looked up in `memo` and its keys the objects `keys`
-/// holds in the slots `order` gives (the entry before's); `None` where anything differs.
+/// `raw` as the entry it is: its references looked up in `memo` and its keys the
+/// objects `keys` holds in the slots `order` gives (the entry before's), with `next_id`
+/// the id of the dict's object; `None` where anything differs.
 pub fn resolve(
     raw: &Raw,
     memo: &Memo,
     keys: &KeyIds,
     order: &KeyOrder,
-) -> Option<(Option<usize>, Entry)> {
+    next_id: usize,
+) -> Option<Resolved> {
     let put_at = match raw.put {
         Put::Next => Some(memo.len()),
         Put::At => Some(raw.put_at as usize),
         Put::None => None,
     };
-    // A memo index as it is before the put: one naming the dict itself is left to the
-    // machine, which puts first.
-    let before_put = |k: usize| (Some(k) != put_at).then_some(k);
+    let literal_at = match (raw.literal_put, raw.put) {
+        _ if raw.literal == NO_LITERAL => None,
+        (Put::None, _) => None,
+        (Put::At, _) => Some(raw.literal_put_at as usize),
+        // MEMOIZE puts at the memo's length, which the dict's put made one longer.
+        (Put::Next, Put::Next | Put::None) => Some(memo.len() + put_at.is_some() as usize),
+        (Put::Next, Put::At) => return None,
+    };
+    // Indices this entry puts at must be new ones (so the lengths above hold), and a
+    // reference to one of them is left to the machine, which puts first.
+    let fresh = |i: Option<usize>| i.is_none_or(|i| memo.get(i).is_none());
+    if !fresh(put_at) || !fresh(literal_at) || (put_at.is_some() && put_at == literal_at) {
+        return None;
+    }
+    let before_put = |k: usize| (Some(k) != put_at && Some(k) != literal_at).then_some(k);
+    let literal_id = next_id + 1;
     let mut e = Entry::empty();
     for (pair, &slot) in order.iter().enumerate().take(raw.pairs as usize) {
         let slot = slot as usize;
@@ -167,7 +226,9 @@ pub fn resolve(
             return None;
         }
         let value = raw.values[pair];
-        let value = if raw.memo & (1 << pair) != 0 {
+        let value = if pair == raw.literal as usize {
+            Value::Str(literal_id)
+        } else if raw.memo & (1 << pair) != 0 {
             let k = usize::try_from(value).ok().and_then(before_put)?;
             memo.get(k)?
         } else {
@@ -177,7 +238,19 @@ pub fn resolve(
             return None;
         }
     }
-    e.complete().then_some((put_at, e))
+    if !e.complete() {
+        return None;
+    }
+    let literal = (raw.literal != NO_LITERAL).then(|| {
+        let bytes = raw.values[raw.literal as usize].to_le_bytes();
+        let text = &bytes[..raw.literal_len as usize];
+        (String::from_utf8_lossy(text).into_owned(), literal_at)
+    });
+    Some(Resolved {
+        put: put_at,
+        entry: e,
+        literal,
+    })
 }
 
 fn u32_at(b: &[u8], i: usize) -> Option<u32> {

@@ -797,23 +797,31 @@ impl Machine<'_> {
             return false;
         };
         let len = raw.len();
-        let Some((put, e)) = fast::resolve(raw, &self.memo, &self.entry_keys, &self.key_order)
-        else {
+        let id = self.objects.len();
+        let Some(r) = fast::resolve(raw, &self.memo, &self.entry_keys, &self.key_order, id) else {
             return false;
         };
         // The bytes scanned are the stream's from here (read ahead, they may not all be
-        // in the window yet).
-        if self.input.peek(len).len() < len {
+        // in the window yet). Object ids past 2^28 may not be put in the memo at once
+        // (its side table can be full): an entry with a string of its own is left to the
+        // machine there, so that nothing is put unless everything is.
+        if self.input.peek(len).len() < len || (r.literal.is_some() && id + 1 >= 1 << 28) {
             return false;
         }
-        // The dict's id is the next object's.
-        if let Some(i) = put {
-            if !self.memo.set(i, Value::Dict(self.objects.len())) {
+        // The dict's id is the next object's, its string's the one after.
+        if let Some(i) = r.put {
+            if !self.memo.set(i, Value::Dict(id)) {
                 return false;
             }
         }
+        if let Some((_, Some(i))) = &r.literal {
+            self.memo.set(*i, Value::Str(id + 1));
+        }
         self.input.advance(len);
-        let id = self.alloc(Object::Entry(e));
+        self.alloc(Object::Entry(r.entry));
+        if let Some((text, _)) = r.literal {
+            self.alloc(Object::Str(text));
+        }
         self.push(Value::Dict(id));
         self.entries_in_one_step += 1;
         true
@@ -930,6 +938,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Protocol 4, as PyTorch 2.6 and later write history entries: every key put with
+    /// MEMOIZE, `compile_context` a string of its own each time.
+    #[test]
+    fn an_entry_with_a_string_of_its_own_is_read_in_one_step() {
+        let s = |t: &str| [&[0x8c, t.len() as u8], t.as_bytes(), &[0x94]].concat();
+        let mut b = b"\x80\x04]\x94(}\x94(".to_vec();
+        // Memo: the list 0, the first dict 1, then its keys and strings 2..=6.
+        for part in ["action", "alloc", "addr"] {
+            b.extend(s(part));
+        }
+        b.extend(b"K\x01");
+        b.extend(s("compile_context"));
+        b.extend(s("N/A"));
+        b.extend(b"u}\x94(h\x02h\x03h\x04K\x02h\x05");
+        b.extend(s("N/A"));
+        b.extend(b"ue.");
+        let decoded = |p: Pickle| {
+            format!(
+                "{:?}",
+                Pickle {
+                    entries_in_one_step: 0,
+                    ..p
+                }
+            )
+        };
+        let fast = parse(&b).unwrap();
+        assert_eq!(fast.entries_in_one_step, 1);
+        let second = fast.seq(fast.root).unwrap()[1];
+        assert!(fast.entry(second).is_some());
+        let cc = fast.get(second, "compile_context").unwrap();
+        assert_eq!(fast.str(cc), Some("N/A"));
+        assert_eq!(fast.get(second, "addr").and_then(|v| fast.int(v)), Some(2));
+        let slow = parse_opcode_by_opcode(&b).unwrap();
+        assert_eq!(decoded(fast), decoded(slow));
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub enum Object {
 }
 
 // A history entry is one object: its size is most of a decoded snapshot's.
-const _: () = assert!(std::mem::size_of::<Object>() <= 56);
+const _: () = assert!(std::mem::size_of::<Object>() <= 64);
 
 impl Object {
     /// Bytes the object holds outside itself (what the memory budget counts).
