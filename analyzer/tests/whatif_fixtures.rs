@@ -63,16 +63,22 @@ fn every_real_snapshot_with_a_history_replays_exactly() {
             replayed.push((name.clone(), recorded.len()));
         }
     }
-    // The fixture README lists two snapshots with a history: 5803 and 97 entries, of which
-    // EoR_NN's 9 `snapshot` markers are no allocator event.
+    // The fixture README's snapshots with a history (counted with Python's pickle: the
+    // entries less EoR_NN's 9 `snapshot` markers, which are no allocator event).
     replayed.sort();
-    assert_eq!(
-        replayed,
-        [
-            ("EoR_NN_snapshot.pickle".to_string(), 5803 - 9),
-            ("silmont_mem_snapshot.pickle".to_string(), 97)
-        ]
-    );
+    let expected = [
+        ("EoR_NN_snapshot.pickle", 5803 - 9),
+        ("Wedsonlin_128_inference.pickle", 3840),
+        ("Wedsonlin_512_training.pickle", 22332),
+        ("bcrafton_memory_snapshot.pickle", 6486),
+        ("kkaitlyn111_memory_2.7b_forward.pickle", 8694),
+        ("kkaitlyn111_memory_ctx128_fullstep_.pickle", 19770),
+        ("kkaitlyn111_memory_ctx512_forward_mixed.pickle", 6765),
+        ("silmont_mem_snapshot.pickle", 97),
+    ];
+    let expected: Vec<(String, usize)> =
+        expected.iter().map(|&(f, n)| (f.to_string(), n)).collect();
+    assert_eq!(replayed, expected);
 }
 
 /// `whatif -o` on a real snapshot: Python's own pickle reads the written file, and its

@@ -207,6 +207,21 @@ h.alloc(K2, 512, 512)
 h.dump('late_start', cut=cut)
 expected['late_start'] = {'start_reserved': 22 * MIB}
 
+# A block allocated before the trace, unsplit, with a free block after it: its size is
+# where the next block the trace allocates while it is live begins (the space up to the
+# segment's end would have been split). A 4 MiB request took a free 4.5 MiB block whole
+# (0.5 MiB left is no large-pool block); the trace then allocates 8 MiB right after it.
+J = 0x7f7200000000
+h = H()
+h.seg(J, 20 * MIB); h.alloc(J, 4 * MIB + 512 * KIB, 4 * MIB + 512 * KIB)
+h.alloc(J + 4 * MIB + 512 * KIB, 15 * MIB + 512 * KIB, 15 * MIB + 512 * KIB)
+h.free(J); h.alloc(J, 4 * MIB, 4 * MIB + 512 * KIB)
+h.free(J + 4 * MIB + 512 * KIB)
+cut = len(h.trace)
+h.alloc(J + 4 * MIB + 512 * KIB, 8 * MIB, 8 * MIB)
+h.free(J)
+h.dump('late_start_unsplit', cut=cut)
+
 # For the card: a 20 MiB segment cached, then a 30 MiB request.
 C1, C2, C3 = 0x7f8000000000, 0x7f8100000000, 0x7f8200000000
 h = H()

@@ -70,6 +70,7 @@ fn each_rule_replays_at_the_recorded_addresses() {
         "roundup",
         "pending_free",
         "late_start",
+        "late_start_unsplit",
         "card",
         "gc",
         "avoidable",

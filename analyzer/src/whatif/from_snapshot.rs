@@ -125,11 +125,13 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
 }
 
 /// A block live at some point of the backward walk; `size` unknown for blocks allocated
-/// before the trace and freed in it (the trace names their requested size only).
+/// before the trace and freed in it (the trace names their requested size only), which
+/// are live until event `freed_at`.
 struct Live {
     size: Option<u64>,
     requested: u64,
     pending_free: bool,
+    freed_at: usize,
 }
 
 /// The segments and live blocks when the trace starts.
@@ -153,6 +155,7 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
                 size: Some(b.size),
                 requested: b.requested,
                 pending_free: b.pending_free,
+                freed_at: usize::MAX,
             };
             (b.addr, l)
         })
@@ -196,6 +199,7 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
                         size: None,
                         requested,
                         pending_free: true,
+                        freed_at: i,
                     },
                 );
             }
@@ -228,6 +232,7 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
         })
         .collect();
     let settings = &h.settings;
+    let first_alloc = first_allocs(h);
     for (&addr, l) in &live {
         let i = start.partition_point(|s| s.addr <= addr);
         let seg = match i.checked_sub(1).map(|i| &mut start[i]) {
@@ -238,12 +243,20 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
                 ))
             }
         };
-        let next = live
+        let end = live
             .range(addr + 1..)
             .next()
             .map(|(&a, _)| a)
             .filter(|&a| a < seg.addr + seg.size)
             .unwrap_or(seg.addr + seg.size);
+        // A block the trace allocates while this one is live begins past its end.
+        let next = match l.size {
+            Some(_) => end,
+            None => first_alloc
+                .range(addr + 1..end)
+                .find(|&(_, &at)| at < l.freed_at)
+                .map_or(end, |(&a, _)| a),
+        };
         let gap = next - addr;
         let size = match l.size {
             Some(s) => s,
@@ -255,8 +268,10 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
                         l.requested
                     ));
                 }
-                // Split as the allocator would have, had the space up to the next live
-                // block been one free block when it was allocated.
+                // Split as the allocator would have, had the space up to the next block
+                // live beside it been one free block when it was allocated: where that
+                // space leaves no remainder the allocator splits off, the block is all of
+                // it (no free block that small can lie after it in that pool).
                 if should_split(pool_of_segment(seg.size), gap, rounded, settings) {
                     rounded
                 } else {
@@ -272,6 +287,17 @@ fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>,
         });
     }
     Ok(start)
+}
+
+/// The event index of the first `alloc` at each address.
+fn first_allocs(h: &History) -> BTreeMap<u64, usize> {
+    let mut first = BTreeMap::new();
+    for (i, ev) in h.events.iter().enumerate() {
+        if let Event::Alloc { addr, .. } = *ev {
+            first.entry(addr).or_insert(i);
+        }
+    }
+    first
 }
 
 /// Expandable segments in use where the settings do not say so (snapshots before 2.4
