@@ -1,6 +1,7 @@
 //! The vramtrace analyzer: reads traces, replays them into a model of memory over time,
 //! and renders views of it. The `vramtrace` binary is a thin command line over this.
 
+pub mod allocator;
 pub mod cmd;
 #[cfg(test)]
 mod draws;

@@ -2,7 +2,7 @@
 //! segments, which the snapshot names by `segment_pool_id`, serve no default-pool request,
 //! and a request recorded in one stops the replay there, saying why.
 
-use vramtrace_analyzer::whatif::allocator::{StartBlock, StartSegment};
+use vramtrace_analyzer::allocator::{StartBlock, StartSegment};
 use vramtrace_analyzer::whatif::input::{Event, History, PrivateSegment, Span};
 use vramtrace_analyzer::whatif::search::smallest_capacity;
 use vramtrace_analyzer::whatif::{replay, Driver};

@@ -15,8 +15,8 @@
 //! Not inferred (left unknown): expandable segments, whose free blocks span pages mapped
 //! at different times, and an `alloc` outside every known segment.
 
-use crate::whatif::sizes::{round_size, should_split, Pool, MIN_BLOCK_SIZE, SMALL_SIZE};
-use crate::whatif::Settings;
+use crate::allocator::sizes::{round_size, should_split, Pool, MIN_BLOCK_SIZE, SMALL_SIZE};
+use crate::allocator::Settings;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Layout {

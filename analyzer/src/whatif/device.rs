@@ -1,26 +1,12 @@
-//! What stands for the driver under the allocator: `cudaMalloc` and `cudaFree` of whole
-//! segments, and for expandable segments the reservation of address space and the mapping
-//! of pages into it. A recording answers as the recorded run's driver did; a card of a
-//! given capacity answers by its free memory and picks addresses of its own.
+//! The drivers a replay runs the allocator on: a recording answers as the recorded run's
+//! driver did; a card of a given capacity answers by its free memory and picks addresses
+//! of its own.
 
 use super::input::{Event, Span};
 use super::replay::{describe, Drift};
-use super::sizes::ROUND_LARGE;
+use crate::allocator::sizes::ROUND_LARGE;
+use crate::allocator::Device;
 use std::collections::{BTreeMap, VecDeque};
-
-pub trait Device {
-    /// A segment of `size` bytes while the allocator holds `reserved`: its address, or
-    /// `None` for out of memory.
-    fn malloc(&mut self, size: u64, reserved: u64) -> Option<u64>;
-    fn free(&mut self, addr: u64, size: u64);
-    /// `cuMemAddressReserve` of `size` bytes of address space: its address.
-    fn reserve(&mut self, size: u64) -> u64;
-    /// `cuMemCreate` + `cuMemMap` of `size` bytes at `addr`; false for out of memory.
-    fn map(&mut self, addr: u64, size: u64, reserved: u64) -> bool;
-    fn unmap(&mut self, addr: u64, size: u64);
-    /// `cuMemAddressFree` of a reservation.
-    fn release(&mut self, addr: u64);
-}
 
 /// Addresses for reservations the recording does not show (the replay then drifts): far
 /// above any a driver hands out.

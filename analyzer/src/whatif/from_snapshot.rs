@@ -2,10 +2,10 @@
 //! state at the trace's start rebuilt by undoing the trace, newest entry first, on the
 //! snapshot's final segments.
 
-use super::allocator::{StartBlock, StartSegment};
 use super::input::{Event, History, PrivateSegment, Span};
-use super::settings::Settings;
-use super::sizes::{pool_of_segment, round_size, should_split};
+use crate::allocator::settings::Settings;
+use crate::allocator::sizes::{pool_of_segment, round_size, should_split};
+use crate::allocator::{StartBlock, StartSegment};
 use crate::snapshot::{Action, BlockState, DeviceSnapshot, Snapshot, TraceEntry};
 use std::collections::BTreeMap;
 

@@ -9,7 +9,7 @@
 
 use super::device_layer::{Answers, Outside};
 use super::input::{Event, History};
-use super::settings::Settings;
+use crate::allocator::settings::Settings;
 use crate::run::{LoadOptions, Run};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;

@@ -2,8 +2,8 @@
 //! events between them, and the state at the start. Any source (a PyTorch snapshot, a
 //! trace) is turned into this.
 
-use super::allocator::StartSegment;
-use super::settings::Settings;
+pub use crate::allocator::Span;
+use crate::allocator::{Settings, StartSegment};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -37,14 +37,6 @@ pub enum Event {
         device_free: Option<u64>,
         stream: u64,
     },
-}
-
-/// An address range on a stream: a segment, or a block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub addr: u64,
-    pub size: u64,
-    pub stream: u64,
 }
 
 /// A segment of a private pool (CUDA graphs, `torch.cuda.MemPool`): the snapshot's

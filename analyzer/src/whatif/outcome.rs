@@ -1,8 +1,8 @@
 //! What a replay yields: the figures, the failures, where it drifted from the recording,
 //! the replayed entries, and the allocator's final state.
 
-use super::allocator::Allocator;
-use super::settings::Settings;
+use crate::allocator::settings::Settings;
+use crate::allocator::Allocator;
 
 /// What answers the allocator's `cudaMalloc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,13 +3,14 @@
 //! Under the recorded settings, with the recorded driver, it checks every address and
 //! segment event against the recording and stops where the two first differ.
 
-use super::allocator::Allocator;
-use super::check;
-use super::device::{Card, Device, Recorded};
+use super::device::{Card, Recorded};
 use super::input::{Event, History};
 pub use super::outcome::{Drift, Driver, Entry, Failure, Outcome, Sample};
 use super::request::Run;
-use super::settings::Settings;
+use crate::allocator::check;
+use crate::allocator::settings::Settings;
+use crate::allocator::Allocator;
+use crate::allocator::Device;
 use std::collections::VecDeque;
 
 const SAMPLES: usize = 100;
@@ -70,7 +71,7 @@ pub fn replay(
     };
     let mut run = Run {
         h,
-        names: a.live.keys().map(|&k| (k, k)).collect(),
+        names: a.live_addresses().map(|k| (k, k)).collect(),
         trace: Vec::new(),
         keep_trace,
         drift: None,

@@ -3,14 +3,15 @@
 //! events show it; the replayed entries kept for `-o`; failures, drifts and requests the
 //! model does not replay noted where they happen.
 
-use super::allocator::{Allocator, Change};
-use super::check;
-use super::device::{Device, Recorded};
+use super::device::Recorded;
 use super::input::{Event, History};
-use super::oom::OutOfMemory;
 use super::outcome::{Drift, Entry, Failure};
 use super::replay::describe;
-use super::sizes::round_size;
+use crate::allocator::check;
+use crate::allocator::malloc::OutOfMemory;
+use crate::allocator::sizes::round_size;
+use crate::allocator::Device;
+use crate::allocator::{Allocator, Change};
 use rustc_hash::FxHashMap;
 
 pub(super) struct Run<'h> {

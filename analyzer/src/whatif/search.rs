@@ -5,8 +5,8 @@
 
 use super::input::History;
 use super::replay::{replay, Driver};
-use super::settings::Settings;
-use super::sizes::ROUND_LARGE;
+use crate::allocator::settings::Settings;
+use crate::allocator::sizes::ROUND_LARGE;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Search {

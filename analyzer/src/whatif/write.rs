@@ -3,7 +3,7 @@
 //! pytorch.org/memory_viz.
 
 use super::replay::Outcome;
-use super::settings::Settings;
+use crate::allocator::settings::Settings;
 use crate::snapshot::{Action, Block, BlockState, DeviceSnapshot, Segment, Snapshot, TraceEntry};
 use serde_json::{json, Map, Value};
 

@@ -5,11 +5,11 @@
 //! fits the request; when memory runs short, the wholly free pages of free blocks are
 //! unmapped, and a reservation with nothing mapped is given back.
 
-use super::allocator::{Allocator, Change};
 use super::blocks::NONE;
 use super::device::Device;
-use super::input::Span;
 use super::sizes::{Pool, LARGE_BUFFER, SMALL_BUFFER};
+use super::state::Span;
+use super::state::{Allocator, Change};
 
 /// The page an expandable segment of `pool` maps at a time.
 pub fn page_size(pool: Pool) -> u64 {

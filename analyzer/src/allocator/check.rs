@@ -1,7 +1,7 @@
 //! Checks of a replay against the recording: the final segments block by block, and why a
 //! request landed elsewhere than recorded.
 
-use super::allocator::{Allocator, StartSegment};
+use super::state::{Allocator, StartSegment};
 
 /// The first difference between the replay's segments and the recorded final ones.
 pub fn end_state(a: &Allocator, recorded: &[StartSegment]) -> Option<String> {

@@ -2,9 +2,9 @@
 //! smallest block of the request's stream that is large enough, the lowest address first.
 //! Unmapped address space of expandable segments is kept apart, by (stream, address).
 
-use super::allocator::Allocator;
 use super::blocks::NONE;
 use super::sizes::Pool;
+use super::state::Allocator;
 
 /// Key of a free block in its pool.
 pub type FreeKey = (u64, u64, u64);

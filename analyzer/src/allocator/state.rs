@@ -2,7 +2,6 @@
 //! of each pool, and the totals; and what changed at the driver, in order, for the replay.
 
 use super::blocks::{Block, NONE};
-use super::input::Span;
 use super::pools::FreeKey;
 use super::settings::Settings;
 use super::sizes::{pool_of_segment, Pool};
@@ -32,6 +31,14 @@ pub struct SegmentView<'a> {
     pub pool: Pool,
     pub expandable: bool,
     pub blocks: Vec<&'a Block>,
+}
+
+/// An address range on a stream: a segment, or a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
 }
 
 /// What the allocator did besides serving a request, in the order it did it.
@@ -236,6 +243,11 @@ impl Allocator {
         h.size = size;
         h.next = tail;
         tail
+    }
+
+    /// Addresses of the allocated (and pending-free) blocks.
+    pub fn live_addresses(&self) -> impl Iterator<Item = u64> + '_ {
+        self.live.keys().copied()
     }
 
     /// The live block at `addr`.

@@ -2,8 +2,8 @@
 //! address order, split when a free block serves a smaller request and merged with free
 //! neighbours when freed.
 
-use super::allocator::Allocator;
 use super::sizes::Pool;
+use super::state::Allocator;
 
 /// No neighbour.
 pub const NONE: u32 = u32::MAX;

@@ -2,9 +2,9 @@
 //! `cudaMalloc`, free oversize cached segments and retry, then every cached segment and
 //! retry, then out of memory.
 
-use super::allocator::Allocator;
 use super::device::Device;
 use super::sizes::{round_size, segment_size, should_split, Pool};
+use super::state::Allocator;
 
 /// A request the allocator could not serve.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! fits, and the release of whole cached segments when memory runs short, when the
 //! garbage collector finds them idle, or at `empty_cache`.
 
-use super::allocator::{Allocator, Change};
 use super::device::Device;
-use super::input::Span;
 use super::sizes::Pool;
+use super::state::Span;
+use super::state::{Allocator, Change};
 
 impl Allocator {
     /// `cudaMalloc` of a segment of `size` bytes for `pool`; its free block on success. A
