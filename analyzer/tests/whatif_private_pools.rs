@@ -2,6 +2,7 @@
 //! segments, which the snapshot names by `segment_pool_id`, serve no default-pool request,
 //! and a request recorded in one stops the replay there, saying why.
 
+use vramtrace_analyzer::allocator::sizes::Pool;
 use vramtrace_analyzer::allocator::{StartBlock, StartSegment};
 use vramtrace_analyzer::whatif::input::{Event, History, PrivateSegment, Span};
 use vramtrace_analyzer::whatif::search::smallest_capacity;
@@ -25,7 +26,9 @@ fn history() -> History {
                 size: 5 * MIB,
                 requested: 5 * MIB,
                 pending_free: false,
+                freed_inside: false,
             }],
+            pool: Pool::Large,
             expandable: false,
         }],
         private: vec![PrivateSegment {

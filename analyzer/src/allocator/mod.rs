@@ -10,14 +10,17 @@
 pub mod blocks;
 pub mod check;
 pub mod device;
+pub mod event;
 pub mod expandable;
 pub mod malloc;
 pub mod pools;
 pub mod segments;
 pub mod settings;
 pub mod sizes;
+pub mod start;
 pub mod state;
 
 pub use device::Device;
+pub use event::Event;
 pub use settings::Settings;
 pub use state::{Allocator, Change, SegmentInfo, SegmentView, Span, StartBlock, StartSegment};

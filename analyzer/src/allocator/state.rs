@@ -4,7 +4,7 @@
 use super::blocks::{Block, NONE};
 use super::pools::FreeKey;
 use super::settings::Settings;
-use super::sizes::{pool_of_segment, Pool};
+use super::sizes::Pool;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -61,6 +61,8 @@ pub struct StartBlock {
     pub size: u64,
     pub requested: u64,
     pub pending_free: bool,
+    /// Allocated before a history and freed inside it: known by its free only.
+    pub freed_inside: bool,
 }
 
 /// A segment at the start of a replay, with its allocated blocks; the rest of it is free.
@@ -69,8 +71,10 @@ pub struct StartSegment {
     pub addr: u64,
     pub size: u64,
     pub stream: u64,
+    /// The pool its blocks belong to (a snapshot's `segment_type`).
+    pub pool: Pool,
     pub blocks: Vec<StartBlock>,
-    /// A run of mapped pages of an expandable segment (only ever in a recorded end state).
+    /// A run of mapped pages of an expandable segment.
     pub expandable: bool,
 }
 
@@ -178,9 +182,8 @@ impl Allocator {
                 seg.addr
             ));
         }
-        let pool = pool_of_segment(seg.size);
         // The free block covering the rest of the segment, not yet in the pool.
-        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, pool, false));
+        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, seg.pool, false));
         for b in &seg.blocks {
             let c = rest
                 .map(|id| self.block(id).clone())

@@ -1,13 +1,13 @@
 //! A PyTorch snapshot as replay input: each device's trace entries as requests, and the
 //! state at the trace's start rebuilt by undoing the trace, newest entry first, on the
-//! snapshot's final segments.
+//! snapshot's final segments (`allocator::start`).
 
 use super::input::{Event, History, PrivateSegment, Span};
 use crate::allocator::settings::Settings;
-use crate::allocator::sizes::{pool_of_segment, round_size, should_split};
+use crate::allocator::sizes::{pool_of_segment, Pool};
+use crate::allocator::start::{self, Fit};
 use crate::allocator::{StartBlock, StartSegment};
 use crate::snapshot::{Action, BlockState, DeviceSnapshot, Snapshot, TraceEntry};
-use std::collections::BTreeMap;
 
 /// One history per device whose trace has allocator entries.
 pub fn histories(snap: &Snapshot, settings: &Settings) -> Result<Vec<History>, String> {
@@ -23,6 +23,15 @@ pub fn histories(snap: &Snapshot, settings: &Settings) -> Result<Vec<History>, S
 
 /// Larger than any device: a corrupt entry, refused before it can overflow a sum.
 const MAX_SIZE: u64 = 1 << 50;
+
+/// A segment's pool: as the snapshot names it, else by its size.
+pub fn pool_of(s: &crate::snapshot::Segment) -> Pool {
+    match s.segment_type.as_str() {
+        "small" => Pool::Small,
+        "large" => Pool::Large,
+        _ => pool_of_segment(s.total_size),
+    }
+}
 
 /// The segments of a snapshot, with their allocated and pending-free blocks.
 fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
@@ -41,6 +50,7 @@ fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
                 addr: s.address,
                 size: s.total_size,
                 stream: s.stream,
+                pool: pool_of(s),
                 blocks: s
                     .blocks
                     .iter()
@@ -50,6 +60,7 @@ fn end_state(d: &DeviceSnapshot) -> Result<Vec<StartSegment>, String> {
                         size: b.size,
                         requested: b.requested_size.unwrap_or(b.size),
                         pending_free: b.state == BlockState::ActivePendingFree,
+                        freed_inside: false,
                     })
                     .collect(),
             })
@@ -119,185 +130,15 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
         h.push(ev, i);
     }
     let end = end_state(d)?;
-    h.start = rebuild_start(&h, &end)?;
+    let newest_first = h
+        .events
+        .iter()
+        .zip(&h.source_index)
+        .rev()
+        .map(|(e, &src)| Ok((src, e.clone())));
+    h.start = start::rebuild(&end, settings, newest_first, Fit::Strict)?.segments;
     h.end = Some(end);
     Ok(h)
-}
-
-/// A block live at some point of the backward walk; `size` unknown for blocks allocated
-/// before the trace and freed in it (the trace names their requested size only), which
-/// are live until event `freed_at`.
-struct Live {
-    size: Option<u64>,
-    requested: u64,
-    pending_free: bool,
-    freed_at: usize,
-}
-
-/// The segments and live blocks when the trace starts.
-fn rebuild_start(h: &History, end: &[StartSegment]) -> Result<Vec<StartSegment>, String> {
-    let mut segs: BTreeMap<u64, (u64, u64)> = end
-        .iter()
-        .filter(|s| !s.expandable)
-        .map(|s| (s.addr, (s.size, s.stream)))
-        .collect();
-    // Bytes mapped into expandable segments, walking back.
-    let mut mapped: i128 = end
-        .iter()
-        .filter(|s| s.expandable)
-        .map(|s| i128::from(s.size))
-        .sum();
-    let mut live: BTreeMap<u64, Live> = end
-        .iter()
-        .flat_map(|s| s.blocks.iter())
-        .map(|b| {
-            let l = Live {
-                size: Some(b.size),
-                requested: b.requested,
-                pending_free: b.pending_free,
-                freed_at: usize::MAX,
-            };
-            (b.addr, l)
-        })
-        .collect();
-    let bad = |i: usize, what: &str| {
-        Err(format!(
-            "trace entry {}: {what}: the trace does not agree with the final segments",
-            h.source_index[i]
-        ))
-    };
-    for (i, ev) in h.events.iter().enumerate().rev() {
-        match *ev {
-            Event::SegmentAlloc(Span { addr, .. }) => {
-                if segs.remove(&addr).is_none() {
-                    return bad(
-                        i,
-                        &format!("segment_alloc {addr:#x} of a segment not there later"),
-                    );
-                }
-            }
-            Event::SegmentFree(Span { addr, size, stream }) => {
-                segs.insert(addr, (size, stream));
-            }
-            Event::SegmentMap(s) => mapped -= i128::from(s.size),
-            Event::SegmentUnmap(s) => mapped += i128::from(s.size),
-            Event::Alloc { addr, .. } => {
-                if live.remove(&addr).is_none() {
-                    return bad(
-                        i,
-                        &format!(
-                            "alloc {addr:#x} of a block neither live at the end nor freed later"
-                        ),
-                    );
-                }
-            }
-            Event::FreeCompleted { addr, size } => {
-                let requested = size;
-                live.insert(
-                    addr,
-                    Live {
-                        size: None,
-                        requested,
-                        pending_free: true,
-                        freed_at: i,
-                    },
-                );
-            }
-            Event::FreeRequested { addr, .. } => match live.get_mut(&addr) {
-                Some(l) => l.pending_free = false,
-                None => {
-                    return bad(
-                        i,
-                        &format!("free_requested {addr:#x} of a block not live after it"),
-                    )
-                }
-            },
-            Event::Oom { .. } => {}
-        }
-    }
-    if mapped != 0 {
-        // A reservation's start and extent are in no snapshot: only the pages mapped in it.
-        return Err(format!(
-            "the trace starts with {mapped} bytes mapped in expandable segments, whose reserved address space the snapshot does not show: record the history from before the first segment_map to replay it"
-        ));
-    }
-    let mut start: Vec<StartSegment> = segs
-        .iter()
-        .map(|(&addr, &(size, stream))| StartSegment {
-            addr,
-            size,
-            stream,
-            blocks: Vec::new(),
-            expandable: false,
-        })
-        .collect();
-    let settings = &h.settings;
-    let first_alloc = first_allocs(h);
-    for (&addr, l) in &live {
-        let i = start.partition_point(|s| s.addr <= addr);
-        let seg = match i.checked_sub(1).map(|i| &mut start[i]) {
-            Some(s) if addr < s.addr + s.size => s,
-            _ => {
-                return Err(format!(
-                    "block {addr:#x}, live when the trace starts, lies in no segment"
-                ))
-            }
-        };
-        let end = live
-            .range(addr + 1..)
-            .next()
-            .map(|(&a, _)| a)
-            .filter(|&a| a < seg.addr + seg.size)
-            .unwrap_or(seg.addr + seg.size);
-        // A block the trace allocates while this one is live begins past its end.
-        let next = match l.size {
-            Some(_) => end,
-            None => first_alloc
-                .range(addr + 1..end)
-                .find(|&(_, &at)| at < l.freed_at)
-                .map_or(end, |(&a, _)| a),
-        };
-        let gap = next - addr;
-        let size = match l.size {
-            Some(s) => s,
-            None => {
-                let rounded = round_size(l.requested, settings);
-                if rounded > gap {
-                    return Err(format!(
-                        "block {addr:#x} ({} bytes requested), live when the trace starts, overlaps the next block",
-                        l.requested
-                    ));
-                }
-                // Split as the allocator would have, had the space up to the next block
-                // live beside it been one free block when it was allocated: where that
-                // space leaves no remainder the allocator splits off, the block is all of
-                // it (no free block that small can lie after it in that pool).
-                if should_split(pool_of_segment(seg.size), gap, rounded, settings) {
-                    rounded
-                } else {
-                    gap
-                }
-            }
-        };
-        seg.blocks.push(StartBlock {
-            addr,
-            size,
-            requested: l.requested,
-            pending_free: l.pending_free,
-        });
-    }
-    Ok(start)
-}
-
-/// The event index of the first `alloc` at each address.
-fn first_allocs(h: &History) -> BTreeMap<u64, usize> {
-    let mut first = BTreeMap::new();
-    for (i, ev) in h.events.iter().enumerate() {
-        if let Event::Alloc { addr, .. } = *ev {
-            first.entry(addr).or_insert(i);
-        }
-    }
-    first
 }
 
 /// Expandable segments in use where the settings do not say so (snapshots before 2.4
