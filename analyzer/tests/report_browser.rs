@@ -195,6 +195,9 @@ fn a_hostile_trace_leaves_the_report_whole_in_chromium() {
 /// final segments' total; LLM-inference's (2.0-era, no times) is one moment.
 #[test]
 fn real_snapshots_report_their_peak_and_tensors_by_call_site() {
+    if common::fixtures().is_none() {
+        return;
+    }
     let Some(browser) = browser() else {
         return;
     };

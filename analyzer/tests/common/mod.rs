@@ -343,3 +343,30 @@ for dev, trace in enumerate(snap["device_traces"]):
                    "checked": checked, "wrong": wrong})
 print(json.dumps(result))
 "#;
+
+/// The real PyTorch snapshots in `../shared/fixtures/torch-snapshots`, beside the clone in
+/// CI but not beside a user's. Absent, the test (named by its thread, as the test harness
+/// names it) skips with one line on stderr - unless `VRAMTRACE_REQUIRE_FIXTURES=1` (as
+/// `.ci/run` sets it), where a skip would hide a missing fixture, so it fails instead.
+pub fn fixtures() -> Option<PathBuf> {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/torch-snapshots");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let required = std::env::var_os("VRAMTRACE_REQUIRE_FIXTURES").is_some_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: {} is absent and VRAMTRACE_REQUIRE_FIXTURES=1",
+        dir.display()
+    );
+    eprintln!(
+        "skipped {test}: no {} (../shared is beside CI's clone only)",
+        dir.display()
+    );
+    None
+}

@@ -876,7 +876,19 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../shared/fixtures/torch-snapshots/silmont_mem_snapshot.pickle"
         );
-        let data = std::fs::read(path).unwrap();
+        // Beside CI's clone only: skipped with one line elsewhere, unless .ci/run
+        // requires the fixtures (as tests/common's `fixtures` does).
+        let Ok(data) = std::fs::read(path) else {
+            let required = std::env::var_os("VRAMTRACE_REQUIRE_FIXTURES").is_some_and(|v| v == "1");
+            assert!(
+                !required,
+                "{path} is absent and VRAMTRACE_REQUIRE_FIXTURES=1"
+            );
+            eprintln!(
+                "skipped read_ahead_in_small_chunks_it_decodes_as_opcode_by_opcode: no {path}"
+            );
+            return;
+        };
         // The objects, not how many entries were read in one step.
         let decoded = |p: Result<Pickle, PickleError>| {
             format!(
