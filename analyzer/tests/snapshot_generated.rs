@@ -5,9 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use vramtrace_analyzer::snapshot::{
-    figures, read_snapshot, timeline, Action, Generation, Snapshot,
-};
+use serde_json::Value;
+use vramtrace_analyzer::snapshot::{figures, read_snapshot, Action, Generation, Snapshot};
 
 const MIB: u64 = 1 << 20;
 
@@ -161,6 +160,19 @@ fn each_protocol(dir: &Path, case: &str, check: impl Fn(&Snapshot, u8)) {
     }
 }
 
+/// `vramtrace snapshot --json` of `<case>-p<protocol>.pickle`: its devices, by ordinal.
+fn snapshot_json(dir: &Path, case: &str, p: u8) -> Vec<Value> {
+    let path = dir.join(format!("{case}-p{p}.pickle"));
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .args(["snapshot", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["devices"].as_array().unwrap().clone()
+}
+
 #[test]
 fn generation_2_0_history_blocks() {
     let (_keep, dir) = generate();
@@ -210,14 +222,11 @@ fn generation_2_2_small_pool_pending_free_with_and_without_time() {
             } else {
                 assert_eq!(times, [None; 4]);
             }
-            // In use counts requested bytes until free_completed: 100 + 1000 at the end.
-            let t = timeline::timeline(d);
-            let in_use: Vec<Option<u64>> = t.points.iter().map(|p| p.in_use).collect();
-            assert_eq!(in_use, [Some(0), Some(100), Some(1100), Some(1100)]);
-            assert_eq!(
-                (t.start_reserved, t.start_in_use, t.consistent),
-                (0, Some(0), true)
-            );
+            // Its history starts with the process: nothing before its first entry.
+            let j = &snapshot_json(&dir, case, p)[0];
+            assert_eq!(j["trace_start_reserved_bytes"], 0, "{j}");
+            assert_eq!(j["trace_start_requested_bytes"], 0, "{j}");
+            assert_eq!(j["trace_consistent"], true, "{j}");
         });
     }
 }
@@ -259,12 +268,18 @@ fn expandable_segments_map_and_unmap() {
             (f.reserved, f.allocated, f.free),
             (40 * MIB, 25 * MIB, 15 * MIB)
         );
-        let t = timeline::timeline(d);
-        let reserved: Vec<u64> = t.points.iter().map(|p| p.reserved / MIB).collect();
-        assert_eq!(reserved, [20, 40, 40, 60, 40]);
-        let in_use: Vec<u64> = t.points.iter().map(|p| p.in_use.unwrap() / MIB).collect();
-        assert_eq!(in_use, [0, 0, 25, 25, 25]);
-        assert_eq!((t.start_reserved, t.consistent), (0, true));
+        // Mapped 20, 20 and 20 MiB, then 20 unmapped: from nothing, 60 MiB at most.
+        let j = &snapshot_json(&dir, "expandable", p)[0];
+        assert_eq!(j["trace_start_reserved_bytes"], 0, "{j}");
+        assert_eq!(j["trace_consistent"], true, "{j}");
+        let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+            .args(["summary", "--json"])
+            .arg(dir.join(format!("expandable-p{p}.pickle")))
+            .output()
+            .unwrap();
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dev = &summary["processes"][0]["devices"][0];
+        assert_eq!(dev["peak_reserved_bytes"], 60 * MIB, "{dev}");
         assert_eq!(d.trace[4].action, Action::SegmentUnmap);
     });
 }
@@ -282,19 +297,19 @@ fn oom_entry_on_one_of_several_devices() {
             (f.reserved, f.allocated, f.largest_free),
             (20 * MIB, 18 * MIB, 2 * MIB)
         );
-        let ooms = timeline::ooms(d0);
-        assert_eq!(ooms.len(), 1);
+        let ooms = &snapshot_json(&dir, "oom", p)[0]["ooms"];
+        assert_eq!(ooms.as_array().unwrap().len(), 1, "{ooms}");
         let o = &ooms[0];
         assert_eq!(
-            (o.index, o.requested, o.device_free),
-            (2, 4 * MIB, Some(MIB))
+            (&o["index"], &o["requested_bytes"], &o["device_free_bytes"]),
+            (&2.into(), &(4 * MIB).into(), &MIB.into())
         );
         assert_eq!(
-            (o.reserved, o.in_use, o.time_us),
-            (20 * MIB, Some(18 * MIB), Some(12))
+            (&o["reserved_bytes"], &o["allocated_bytes"], &o["time_us"]),
+            (&(20 * MIB).into(), &(18 * MIB).into(), &12.into())
         );
-        assert_eq!(&*o.frames[0].filename, "model.py");
-        assert_eq!(o.frames[0].line, 42);
+        assert_eq!(o["frames"][0]["filename"], "model.py");
+        assert_eq!(o["frames"][0]["line"], 42);
         let f2 = figures(s.device(2).unwrap());
         assert_eq!((f2.reserved, f2.allocated, f2.free), (2 * MIB, 0, 2 * MIB));
         assert_eq!(s.device(2).unwrap().trace.len(), 1);

@@ -50,13 +50,15 @@ for rank in (0, 1):
     e = lambda action, addr, size, dt, **kw: dict(
         {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t + dt,
          "frames": fr("forward", 40)}, **kw)
+    # The first tensor's block rounds up to 10 MiB, so the second starts where the
+    # allocator would place it (a layout the allocator could not make is a drift).
     history = [
         e("annotate", 0, 0, 1, user_metadata="step 1", compile_context="N/A"),
         e("segment_alloc", second, 20 * M, 2),
-        e("alloc", second, 8 * M + rank * M, 3, user_metadata={"phase": "fwd"}),
+        e("alloc", second, 10 * M - rank * 100, 3, user_metadata={"phase": "fwd"}),
         e("alloc", second + 10 * M, 3 * M, 4),
-        e("free_requested", second, 8 * M + rank * M, 5),
-        e("free_completed", second, 8 * M + rank * M, 6),
+        e("free_requested", second, 10 * M - rank * 100, 5),
+        e("free_completed", second, 10 * M - rank * 100, 6),
     ]
     if rank == 1:
         history.append(e("oom", 0, 30 * M, 7, device_free=M))

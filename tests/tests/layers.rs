@@ -667,7 +667,9 @@ pickle.dump({"segments": final, "device_traces": [trace]}, open(path, "wb"), pro
 # The replay: tensors by function, at their peak and at the failure (on the trace's clock,
 # to the microsecond the history keeps).
 snap = pickle.load(open(path, "rb"))
-alive, peak, at_peak, at_failure = {}, 0, {}, None
+# The allocator hands out blocks in multiples of 512 bytes: the timeline's allocated
+# layer counts blocks, peak's counts the tensors' requested bytes.
+alive, peak, at_peak, at_failure, blocks, peak_blocks = {}, 0, {}, None, 0, 0
 def by_function():
     by = {}
     for size, name in alive.values():
@@ -678,15 +680,17 @@ for e in snap["device_traces"][0]:
         at_failure = by_function()
     if e["action"] == "alloc":
         alive[e["addr"]] = (e["size"], e["frames"][0]["name"])
+        blocks += -(-e["size"] // 512) * 512
     elif e["action"] == "free_completed":
-        del alive[e["addr"]]
+        blocks -= -(-alive.pop(e["addr"])[0] // 512) * 512
+    peak_blocks = max(peak_blocks, blocks)
     live = sum(s for s, _ in alive.values())
     if live > peak:
         peak, at_peak = live, by_function()
 if at_failure is None:
     at_failure = by_function()
 top = max(at_peak.items(), key=lambda kv: kv[1])
-print(json.dumps({"peak": peak, "function": top[0], "function_bytes": top[1],
+print(json.dumps({"peak": peak, "peak_blocks": peak_blocks, "function": top[0], "function_bytes": top[1],
                   "at_failure": at_failure}))
 "#;
     let pickle = run.dir.path().join(format!(
@@ -728,11 +732,11 @@ print(json.dumps({"peak": peak, "function": top[0], "function_bytes": top[1],
     assert!(!by.is_empty(), "tensors were alive at the failure: {f}");
     assert_eq!(Value::Object(by), truth["at_failure"], "{f}");
 
-    // timeline: the tensors are the process's one allocated series, counted once (not a
-    // second series beside it, nor summed into it), whose most is the replay's peak.
+    // timeline: the tensors' blocks are the process's one allocated series, counted once
+    // (not a second series beside it, nor summed into it), whose most is the replay's.
     let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
     let (_, most) = tensor_series(&timeline, trace.header.pid);
-    assert_eq!(most, truth["peak"].as_u64(), "{timeline}");
+    assert_eq!(most, truth["peak_blocks"].as_u64(), "{timeline}");
     // A pack of the run gives the same timeline: its snapshot joins the same way.
     let out = tempfile::tempdir().unwrap();
     let pack = out.path().join("run.vtpack");

@@ -22,7 +22,7 @@ pub fn page_size(pool: Pool) -> u64 {
 impl Allocator {
     /// The address space a reservation spans: the card and an eighth, in whole pages. A
     /// card is taken as 64 TiB at most, so that no sum of addresses can overflow.
-    fn address_space(&self, pool: Pool) -> u64 {
+    pub(super) fn address_space(&self, pool: Pool) -> u64 {
         let page = page_size(pool);
         let card = self.card_total.min(1 << 46);
         (card + card / 8).div_ceil(page) * page
@@ -101,7 +101,7 @@ impl Allocator {
     /// one ended, and one below another ends where it starts. Anything else is a recorded
     /// address the replay holds otherwise: it has drifted (its next map says so), and the
     /// new reservation goes above every segment.
-    fn fit_reservation(&mut self, addr: u64, space: u64, page: u64) -> (u64, u64) {
+    pub(super) fn fit_reservation(&mut self, addr: u64, space: u64, page: u64) -> (u64, u64) {
         if let Some((base, seg)) = self.segment_at(addr) {
             let (first, expandable) = (seg.first, seg.expandable);
             let mut tail = first;
@@ -202,13 +202,7 @@ impl Allocator {
             let after = self.split_off(id, end - begin);
             self.insert_free(after);
         }
-        self.blocks[id as usize].mapped = false;
-        let blk = &self.blocks[id as usize];
-        let (prev, next) = (blk.prev, blk.next);
-        self.merge(id, prev);
-        self.merge(id, next);
-        self.insert_free(id);
-        self.reserved -= end - begin;
+        self.mark_unmapped(id, end - begin);
         dev.unmap(begin, end - begin);
         self.changes.push(Change::SegmentUnmap(Span {
             addr: begin,
@@ -223,5 +217,19 @@ impl Allocator {
             self.spare.push(id);
             dev.release(addr);
         }
+    }
+}
+
+impl Allocator {
+    /// Marks block `id` (`size` bytes of whole pages) unmapped: it joins the unmapped
+    /// blocks beside it and leaves reserved memory.
+    pub(super) fn mark_unmapped(&mut self, id: u32, size: u64) {
+        self.blocks[id as usize].mapped = false;
+        let blk = &self.blocks[id as usize];
+        let (prev, next) = (blk.prev, blk.next);
+        self.merge(id, prev);
+        self.merge(id, next);
+        self.insert_free(id);
+        self.reserved -= size;
     }
 }

@@ -12,6 +12,7 @@ pub mod check;
 pub mod device;
 pub mod event;
 pub mod expandable;
+pub mod follow;
 pub mod malloc;
 pub mod pools;
 pub mod segments;

@@ -26,6 +26,7 @@ impl Allocator {
         let (p, k) = self.key(id);
         if self.block(id).mapped {
             self.free[p].insert(k, id);
+            self.free_at.insert(k.2, id);
         } else {
             self.unmapped[p].insert((k.0, k.2), id);
         }
@@ -35,6 +36,7 @@ impl Allocator {
         let (p, k) = self.key(id);
         if self.block(id).mapped {
             self.free[p].remove(&k);
+            self.free_at.remove(&k.2);
         } else {
             self.unmapped[p].remove(&(k.0, k.2));
         }

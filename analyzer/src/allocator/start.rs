@@ -363,18 +363,29 @@ fn block_size(
         .find(|&(_, &at)| at > l.freed_at)
         .map_or(end, |(&a, _)| a);
     let gap = next - addr;
-    let rounded = round_size(l.requested, settings);
+    // Cut before the history, perhaps under other settings than the file names (a
+    // `whatif -o` file keeps its recording's start under the settings it replayed): the
+    // plain rounding to 512 bytes where the settings' own does not fit, and the rule of
+    // the segment's kind (fixed segments split large blocks only past 1 MiB).
+    let mut rounded = round_size(l.requested, settings);
+    if rounded > gap {
+        rounded = round_size(l.requested, &Settings::default());
+    }
     if rounded > gap {
         return Err(format!(
             "block {addr:#x} ({} bytes requested), live when the trace starts, overlaps the next block",
             l.requested
         ));
     }
+    let rule = Settings {
+        expandable_segments: seg.expandable,
+        ..settings.clone()
+    };
     // Split as the allocator would have, had the space up to the next block live beside it
     // been one free block when it was allocated: where that space leaves no remainder the
     // allocator splits off, the block is all of it (no free block that small can lie after
     // it in that pool).
-    Ok(if should_split(seg.pool, gap, rounded, settings) {
+    Ok(if should_split(seg.pool, gap, rounded, &rule) {
         rounded
     } else {
         gap

@@ -86,6 +86,8 @@ pub struct Allocator {
     pub(super) free: [BTreeMap<FreeKey, u32>; 2],
     /// Unmapped blocks of expandable segments, by (stream, address).
     pub(super) unmapped: [BTreeMap<(u64, u64), u32>; 2],
+    /// Free mapped blocks by address, both pools: where a recorded `alloc` is followed.
+    pub(super) free_at: FxHashMap<u64, u32>,
     /// The card's memory, which sizes the address space an expandable segment reserves.
     pub(super) card_total: u64,
     pub(super) segments: BTreeMap<u64, SegmentInfo>,
@@ -115,6 +117,7 @@ impl Allocator {
             spare: Vec::new(),
             free: [BTreeMap::new(), BTreeMap::new()],
             unmapped: [BTreeMap::new(), BTreeMap::new()],
+            free_at: FxHashMap::default(),
             card_total: card_capacity.unwrap_or(DEFAULT_CARD),
             segments: BTreeMap::new(),
             live: FxHashMap::default(),
@@ -183,7 +186,14 @@ impl Allocator {
             ));
         }
         // The free block covering the rest of the segment, not yet in the pool.
-        let mut rest = Some(self.add_segment(seg.addr, seg.size, seg.stream, seg.pool, false));
+        let rest = self.add_segment(seg.addr, seg.size, seg.stream, seg.pool, false);
+        self.carve(rest, seg)
+    }
+
+    /// Lays `seg`'s blocks into the free block `rest` (out of its pool), which holds them
+    /// all: the blocks allocated where they were, the gaps between them free.
+    pub(super) fn carve(&mut self, rest: u32, seg: &StartSegment) -> Result<(), String> {
+        let mut rest = Some(rest);
         for b in &seg.blocks {
             let c = rest
                 .map(|id| self.block(id).clone())

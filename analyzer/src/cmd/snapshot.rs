@@ -3,9 +3,10 @@
 
 use super::common;
 use crate::render::escape::terminal;
+use crate::snapshot::events::{SnapshotEvents, SnapshotFacts};
 use crate::snapshot::frames::{readable, Readable};
 use crate::snapshot::read::read_snapshot_without_history_frames;
-use crate::snapshot::{figures, timeline, DeviceSnapshot, Frame, Generation};
+use crate::snapshot::{figures, Action, DeviceSnapshot, Frame, Generation};
 use crate::units::{self, bytes};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -37,8 +38,25 @@ pub fn snapshot(args: SnapshotArgs) -> Result<i32, String> {
             );
         }
     }
+    // The history's figures are the allocator model's, as every view reads them.
+    let facts = match SnapshotEvents::facts_of(&args.path) {
+        Ok(f) => {
+            for n in &f.notes {
+                eprintln!("vramtrace: {n}");
+            }
+            f
+        }
+        Err(e) => {
+            eprintln!("vramtrace: warning: {e}: its history's figures are left out");
+            SnapshotFacts::default()
+        }
+    };
     if args.json {
-        let devices: Vec<Value> = snap.devices.iter().map(device_json).collect();
+        let devices: Vec<Value> = snap
+            .devices
+            .iter()
+            .map(|d| device_json(d, &facts))
+            .collect();
         let doc = json!({
             "format": "vramtrace-snapshot", "version": 1,
             "path": args.path.display().to_string(),
@@ -49,7 +67,7 @@ pub fn snapshot(args: SnapshotArgs) -> Result<i32, String> {
         });
         common::print(&crate::render::json(&doc))?;
     } else {
-        common::print(&text(&args.path, &snap))?;
+        common::print(&text(&args.path, &snap, &facts))?;
     }
     Ok(0)
 }
@@ -76,20 +94,58 @@ fn frames_json(frames: &[Frame]) -> Value {
         .collect()
 }
 
-fn device_json(d: &DeviceSnapshot) -> Value {
+/// One `oom` entry with the allocator model's state when it failed.
+struct Oom<'a> {
+    index: usize,
+    entry: &'a crate::snapshot::TraceEntry,
+    shape: Option<&'a crate::allocator::follow::Shape>,
+}
+
+/// The device's `oom` entries, each with the model's shape at it (the n-th shape of the
+/// device is its n-th `oom` entry).
+fn ooms<'a>(d: &'a DeviceSnapshot, facts: &'a SnapshotFacts) -> Vec<Oom<'a>> {
+    let shapes = facts
+        .failures
+        .iter()
+        .find(|(dev, _)| i64::from(*dev) == d.device)
+        .map_or(&[][..], |(_, s)| &s[..]);
+    let entries = d.trace.iter().enumerate();
+    let entries = entries.filter(|(_, e)| e.action == Action::Oom);
+    entries
+        .enumerate()
+        .map(|(k, (index, entry))| Oom {
+            index,
+            entry,
+            shape: shapes.get(k),
+        })
+        .collect()
+}
+
+fn device_json(d: &DeviceSnapshot, facts: &SnapshotFacts) -> Value {
     let f = figures(d);
-    let t = timeline::timeline(d);
-    let ooms: Vec<Value> = timeline::ooms_in(d, &t)
+    let ooms: Vec<Value> = ooms(d, facts)
         .iter()
         .map(|o| {
             json!({
-                "index": o.index, "time_us": o.time_us, "requested_bytes": o.requested,
-                "stream": o.stream, "device_free_bytes": o.device_free,
-                "reserved_bytes": o.reserved, "in_use_bytes": o.in_use,
-                "frames": frames_json(&o.frames),
+                "index": o.index, "time_us": o.entry.time_us, "requested_bytes": o.entry.size,
+                "stream": o.entry.stream, "device_free_bytes": o.entry.device_free,
+                "reserved_bytes": o.shape.map(|s| s.reserved),
+                "allocated_bytes": o.shape.map(|s| s.allocated),
+                "largest_free_block_bytes": o.shape.map(|s| s.largest_free),
+                "frames": frames_json(&o.entry.frames),
             })
         })
         .collect();
+    let window = facts
+        .windows
+        .iter()
+        .find(|(dev, _)| i64::from(*dev) == d.device)
+        .map(|(_, w)| *w);
+    let misfit = facts
+        .misfits
+        .iter()
+        .find(|(dev, _)| i64::from(*dev) == d.device)
+        .map(|(_, entry)| *entry);
     json!({
         "device": d.device,
         "segments": f.segments, "blocks": f.blocks, "expandable_segments": f.expandable_segments,
@@ -107,14 +163,16 @@ fn device_json(d: &DeviceSnapshot) -> Value {
         "trace_entries": d.trace.len(),
         "trace_first_time_us": d.trace.iter().find_map(|e| e.time_us),
         "trace_last_time_us": d.trace.iter().rev().find_map(|e| e.time_us),
-        "trace_start_reserved_bytes": t.start_reserved,
-        "trace_start_in_use_bytes": t.start_in_use,
-        "trace_consistent": t.consistent,
+        "trace_start_reserved_bytes": window.map(|w| w.reserved),
+        "trace_start_allocated_bytes": window.map(|w| w.allocated),
+        "trace_start_requested_bytes": window.map(|w| w.requested),
+        "trace_consistent": misfit.is_none(),
+        "trace_first_misfit_entry": misfit,
         "ooms": ooms,
     })
 }
 
-fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
+fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot, facts: &SnapshotFacts) -> String {
     let mut out = String::new();
     let kind = match snap.generation {
         Generation::SegmentList => "a memory_snapshot() segment list",
@@ -165,32 +223,46 @@ fn text(path: &std::path::Path, snap: &crate::snapshot::Snapshot) -> String {
             let s = if n == 1 { "y" } else { "ies" };
             let _ = writeln!(out, "  trace         {n} entr{s}{span}");
         }
-        for o in timeline::ooms(d) {
+        for o in ooms(d, facts) {
             let free = o
+                .entry
                 .device_free
                 .map(|b| format!("; the driver had {} free", bytes(b)))
                 .unwrap_or_default();
-            let in_use = o
-                .in_use
-                .map(|b| format!(", {} in use", bytes(b)))
-                .unwrap_or_default();
+            let held = match o.shape {
+                Some(s) => format!(
+                    " with {} reserved, {} allocated",
+                    bytes(s.reserved),
+                    bytes(s.allocated)
+                ),
+                None => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  out of memory (entry {}): tried to allocate {} with {} reserved{in_use}{free}",
+                "  out of memory (entry {}): tried to allocate {}{held}{free}",
                 o.index,
-                bytes(o.requested),
-                bytes(o.reserved)
+                bytes(o.entry.size)
             );
-            if o.requested > f.largest_free && f.free >= o.requested {
+            if let Some(s) = o
+                .shape
+                .filter(|s| o.entry.size > s.largest_free && s.free_bytes >= o.entry.size)
+            {
+                // Expandable segments' free blocks lie in mapped pages; what was reserved
+                // but unmapped is no memory, so it is not counted as cached.
+                let try_this = match facts.expandable_segments {
+                    true => "expandable_segments was on; try max_split_size_mb",
+                    false => {
+                        "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or max_split_size_mb"
+                    }
+                };
                 let _ = writeln!(
                     out,
-                    "    at the snapshot the request was larger than the largest free block ({}) while {} was cached: \
-                     fragmentation (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or max_split_size_mb)",
-                    bytes(f.largest_free),
-                    bytes(f.free)
+                    "    the request was larger than the largest free block ({}) while {} was cached: fragmentation ({try_this})",
+                    bytes(s.largest_free),
+                    bytes(s.free_bytes)
                 );
             }
-            for fr in shown(&o.frames) {
+            for fr in shown(&o.entry.frames) {
                 match fr.filename {
                     Some(file) => {
                         let _ = writeln!(

@@ -40,6 +40,7 @@ impl OomReplays {
                     Ok(v) => json!({"settings": k, "avoids": v}),
                     Err(e) => json!({"settings": k, "avoids": null, "error": e}),
                 }).collect::<Vec<_>>(),
+                "already_set": a.already_set,
             }),
             Ok(None) => Value::Null,
             Err(e) => json!({ "error": e }),
@@ -70,7 +71,15 @@ pub fn avoided_line(v: &Value) -> Option<String> {
             format!("{} {would}", s["settings"].as_str().unwrap_or(""))
         })
         .collect();
-    Some(format!("by replay on {cap}: {}", words.join("; ")))
+    let already: Vec<&str> = v["already_set"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let already = match already.is_empty() {
+        true => String::new(),
+        false => format!(" ({} already set when it failed)", already.join(", ")),
+    };
+    Some(format!("by replay on {cap}: {}{already}", words.join("; ")))
 }
 
 /// Gives each failure that a snapshot's `oom` entry stands for its `avoided_by`: the n-th
@@ -95,9 +104,10 @@ pub fn add_avoided_by(run: &crate::run::Run, failures: &mut [crate::views::oom::
                     && f.host == process.header.host
                     && i64::from(f.device) == d.device
             });
-            for (failure, entry) in mine.zip(crate::snapshot::timeline::ooms(d)) {
-                failure.avoided_by =
-                    Some(replays.avoided_by(d.device, entry.index, entry.device_free));
+            let ooms = d.trace.iter().enumerate();
+            let ooms = ooms.filter(|(_, e)| e.action == crate::snapshot::model::Action::Oom);
+            for (failure, (index, entry)) in mine.zip(ooms) {
+                failure.avoided_by = Some(replays.avoided_by(d.device, index, entry.device_free));
             }
         }
     }

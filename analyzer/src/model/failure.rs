@@ -109,6 +109,25 @@ pub struct AllocatorState {
     /// The largest free piece of reserved memory, and how many pieces there are.
     pub largest_free_block_bytes: u64,
     pub free_blocks: u64,
+    /// Reserved memory of expandable segments is mapped pages: free blocks lie in them,
+    /// and address space reserved but unmapped is no memory at all.
+    pub expandable_segments: bool,
+    /// That unmapped address space, where the allocator model knows it (a snapshot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmapped_bytes: Option<u64>,
+}
+
+impl From<crate::allocator::follow::Shape> for AllocatorState {
+    fn from(s: crate::allocator::follow::Shape) -> Self {
+        AllocatorState {
+            allocated_bytes: s.allocated,
+            cached_free_bytes: s.free_bytes,
+            largest_free_block_bytes: s.largest_free,
+            free_blocks: s.free_blocks,
+            expandable_segments: s.expandable,
+            unmapped_bytes: s.expandable.then_some(s.unmapped),
+        }
+    }
 }
 
 /// The `n` largest of `groups` (by bytes, then key, so that the choice is the same every

@@ -11,6 +11,7 @@ pub mod layers;
 mod off_device;
 mod physical;
 mod process;
+mod window;
 
 /// The hash map of the replay: keys are addresses and small ids, hashed on every event,
 /// where SipHash's resistance to chosen keys buys nothing and costs a fifth of the time.
@@ -23,3 +24,4 @@ pub use failure::{
 };
 pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Change, Counts, ProcessModel};
+pub use window::Window;

@@ -70,6 +70,14 @@ impl PhysicalTracker {
         freed
     }
 
+    /// Mapped ranges of `dev`'s handles, in address order: (address, size).
+    pub fn mapped(&self, dev: i32) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.mappings
+            .iter()
+            .filter(move |(_, (_, h))| self.handles.get(h).is_some_and(|h| h.block.dev == dev))
+            .map(|(&a, &(s, _))| (a, s))
+    }
+
     /// Handles still holding memory.
     pub fn live(&self) -> impl Iterator<Item = &Block> {
         self.handles.values().map(|h| &h.block)

@@ -57,6 +57,13 @@ pub struct ProcessModel {
     pub names: Map<u64, String>,
     /// The error that stopped reading, if any: everything before it was used.
     pub error: Option<TraceError>,
+    /// A snapshot's devices: what each history started with (rebuilt from the final
+    /// state), and the allocator model's state at its end.
+    pub windows: BTreeMap<i32, super::Window>,
+    pub allocator_ends: BTreeMap<i32, AllocatorState>,
+    /// Whether PyTorch's expandable segments were on: a snapshot's settings or segments,
+    /// a trace's `PYTORCH_CUDA_ALLOC_CONF`; `None` where neither says.
+    pub expandable_segments: Option<bool>,
     live: Map<u64, Block>,
     /// Addresses allocated again before their free was seen: frees still owed to blocks
     /// already replaced.
@@ -78,6 +85,7 @@ pub struct Change {
 
 impl ProcessModel {
     pub fn new(path: PathBuf, header: Header) -> Self {
+        let expandable_segments = expandable_in(&header);
         ProcessModel {
             path,
             header,
@@ -95,6 +103,9 @@ impl ProcessModel {
             stacks: StackTable::default(),
             names: Map::default(),
             error: None,
+            windows: BTreeMap::new(),
+            allocator_ends: BTreeMap::new(),
+            expandable_segments,
             live: Map::default(),
             replaced: Map::default(),
             physical: PhysicalTracker::default(),
@@ -325,6 +336,17 @@ impl ProcessModel {
             })
             .map(|b| (b.addr, b.size))
             .collect();
+        // Pages of expandable segments (`cuMemMap` of a `cuMemCreate` handle each): one
+        // run of free memory crosses the pages mapped side by side.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (addr, size) in self.physical.mapped(dev) {
+            match runs.last_mut() {
+                Some(last) if last.0.saturating_add(last.1) == addr => last.1 += size,
+                _ => runs.push((addr, size)),
+            }
+        }
+        let expandable = !runs.is_empty();
+        segments.extend(runs);
         segments.sort_unstable();
         let (largest, count, free) =
             super::layers::free_space(&segments, &self.layers.live_blocks(dev));
@@ -333,7 +355,18 @@ impl ProcessModel {
             cached_free_bytes: free,
             largest_free_block_bytes: largest,
             free_blocks: count,
+            expandable_segments: expandable,
+            unmapped_bytes: None,
         })
+    }
+
+    /// [`ProcessModel::allocator_state`] once the replay is over: the allocator model's
+    /// own where a snapshot was read through it.
+    pub fn end_allocator_state(&self, dev: i32) -> Option<AllocatorState> {
+        self.allocator_ends
+            .get(&dev)
+            .copied()
+            .or_else(|| self.allocator_state(dev))
     }
 
     /// What [`ProcessModel::allocator_state`] visits: live allocations and blocks.
@@ -355,4 +388,16 @@ impl ProcessModel {
     pub fn rank(&self) -> Option<&str> {
         self.header.env.get("RANK").map(String::as_str)
     }
+}
+
+/// `expandable_segments` as a trace's `PYTORCH_CUDA_ALLOC_CONF` sets it (PyTorch reads
+/// `True` and `true`); `None` where the header has no such variable.
+fn expandable_in(header: &Header) -> Option<bool> {
+    let conf = header.env.get("PYTORCH_CUDA_ALLOC_CONF")?;
+    let on = conf.split([',', ' ']).any(|kv| {
+        kv.split_once(':').is_some_and(|(k, v)| {
+            k.trim() == "expandable_segments" && v.trim().eq_ignore_ascii_case("true")
+        })
+    });
+    Some(on)
 }

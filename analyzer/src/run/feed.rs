@@ -109,6 +109,11 @@ impl Feed {
         self.source().map(|s| s.take_stacks()).unwrap_or_default()
     }
 
+    /// What the views say of the snapshot, once its events are read.
+    pub fn facts(&mut self) -> Option<crate::snapshot::events::SnapshotFacts> {
+        Some(self.source()?.facts())
+    }
+
     /// The end record, counting the events handed out (not those read ahead).
     pub fn end(&mut self) -> Option<End> {
         let (count, last_t) = (self.count, self.last_t);

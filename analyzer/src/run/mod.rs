@@ -303,6 +303,9 @@ impl Run {
                 Events::Snapshot(feed) => {
                     model.notes.end = feed.end();
                     model.stacks = feed.take_stacks();
+                    if let Some(facts) = feed.facts() {
+                        run.notes.extend(facts.apply(model));
+                    }
                 }
                 Events::Beside(_) => {}
             }

@@ -1,33 +1,25 @@
 //! A PyTorch snapshot as the events of a trace, so that it feeds the same replay model as
-//! a trace and every view reads it: segments are the reserved layer (`cudaMalloc`,
-//! `cudaFree`), tensors the allocated layer (block annotations, with the stack of the
-//! allocation), each `oom` entry a failed `cudaMalloc` followed by the driver's free bytes.
-//!
-//! The history is a window (the `max_entries` ring buffer, or recording that began late):
-//! what was alive before it is rebuilt from the final segments and blocks, rewound through
-//! the history (an `alloc` undone removes a tensor, a `free_completed` undone brings one
-//! back), and handed out first, at the window's first time. So views see absolute memory,
-//! not memory relative to the window's start. A tensor counts from its `alloc` to its
-//! `free_completed`, as memory_viz's Active Memory Timeline counts it, by its requested
-//! size; its block size is the final segments' where they hold it, else read off the
-//! segments' layout at its `alloc` ([`super::block_sizes`]), else 0 (unknown).
+//! a trace and every view reads it. Each device's history is followed through the
+//! allocator model (`device_history.rs`); this merges the devices by time and keeps what
+//! the views say of the file: its notes, what its histories started with, and the
+//! allocator's shape at each failure.
 //!
 //! The history is streamed from the decoded pickle (`history.rs`), never copied into the
 //! snapshot model: each device is a cursor that turns its next entry into events when
 //! the replay asks, and the devices are merged by time. A frame list becomes a stack once,
 //! however many entries share it.
 
-use super::block_sizes::Layout;
-use super::frames::readable;
-use super::history::{self, FrameReader, HistoryEntry};
-use super::model::{Action, Frame, Snapshot};
-use super::pickle::{Pickle, Value};
-use super::rewind::{self, Alive, Rewound};
-use crate::model::Map;
+use super::device_history::{self, Cursor};
+use super::history;
+use super::pickle::Pickle;
+use super::stack_ids::StackIds;
+use crate::allocator::follow::Shape;
+use crate::allocator::Settings;
+use crate::model::Window;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
-use std::path::Path;
-use vramtrace_schema::{Api, End, Event, Header, Node, Settings, StackTable};
+use std::collections::BinaryHeap;
+use std::path::{Path, PathBuf};
+use vramtrace_schema::{End, Event, Header, Settings as TraceSettings, StackTable};
 
 /// Where the frame addresses and stack ids of a snapshot joining a trace begin: a trace's
 /// node ids count up from 1, its native addresses are user-space ones (below 2^47) and its
@@ -38,19 +30,20 @@ pub const BESIDE_IDS: u64 = 1 << 62;
 /// traced one.
 pub const SNAPSHOT_INTERPOSER: &str = "pytorch-snapshot";
 
-/// `cudaErrorMemoryAllocation`: what the caching allocator's `cudaMalloc` got.
-const OUT_OF_MEMORY: i32 = 2;
-
 /// A snapshot's events in time order, with the stacks they point at.
 pub struct SnapshotEvents {
     pub header: Header,
-    /// Where the history and the final segments disagree, or the history says it is cut.
+    /// Known when the file is opened: the history says it is cut.
     pub notes: Vec<String>,
     /// The flags by which the file says its history was cut short (empty: it does not).
     pub history_truncated: Vec<String>,
+    /// The settings the allocator ran under (recorded, or shown by the file).
+    pub settings: Settings,
+    path: PathBuf,
     pickle: Pickle,
     devices: Vec<Cursor>,
-    builder: Builder,
+    stacks: StackIds,
+    origin_us: i64,
     /// The time of the last event, known before the events are read.
     latest_t: u64,
     /// The devices whose next event is read, by its time then ordinal: (time, index).
@@ -58,27 +51,61 @@ pub struct SnapshotEvents {
     started: bool,
 }
 
-/// One device's events: those alive before the history, then its entries in order.
-struct Cursor {
-    dev: i32,
-    /// The device's list of entries in the pickle.
-    list: Option<Value>,
-    next: usize,
-    /// The clock: entries without `time_us` keep the last time.
-    t: u64,
-    /// Block sizes of the allocations still alive at the end, by entry index, the next
-    /// last (popped from the end as they are met).
-    sizes: Vec<(usize, u64)>,
-    /// The segments' layout as the history goes, for the block sizes the file leaves out.
-    layout: Layout,
-    pending: VecDeque<Event>,
+/// What the views say of a snapshot once its events are read.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotFacts {
+    /// Per device: what its history started with.
+    pub windows: Vec<(i32, Window)>,
+    /// Per device: the allocator's shape at each `oom` entry, in order, and at the end.
+    pub failures: Vec<(i32, Vec<Shape>)>,
+    pub ends: Vec<(i32, Shape)>,
+    /// Where the history and the final state, or the model and the recording, part.
+    pub notes: Vec<String>,
+    /// Per device: the first history entry that does not fit the final segments.
+    pub misfits: Vec<(i32, usize)>,
+    pub expandable_segments: bool,
+}
+
+/// Microseconds as nanoseconds, from 0 up to [`MAX_NS`]: a crafted `time_us` of 2^62
+/// must neither overflow (it aborted the views) nor push an event past what the views'
+/// clock sums hold.
+fn ns_of_us(us: i64) -> u64 {
+    u64::try_from(us)
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .min(MAX_NS)
+}
+
+/// The latest time a snapshot's event is put at, in ns: about 146 years.
+const MAX_NS: u64 = 1 << 62;
+
+/// Epoch microseconds as ns since the snapshot's first entry.
+fn time(origin_us: i64, us: i64) -> u64 {
+    ns_of_us(us.saturating_sub(origin_us))
+}
+
+impl SnapshotFacts {
+    /// Puts what the allocator model says into the process `model` read from the
+    /// snapshot (its failures' allocator states among it); the notes to show.
+    pub fn apply(self, model: &mut crate::model::ProcessModel) -> Vec<String> {
+        model.windows = self.windows.into_iter().collect();
+        model.allocator_ends = self.ends.into_iter().map(|(d, s)| (d, s.into())).collect();
+        model.expandable_segments = Some(self.expandable_segments);
+        for (dev, shapes) in self.failures {
+            let failures = model.failures.iter_mut().filter(|f| f.event.dev == dev);
+            for (f, shape) in failures.zip(shapes) {
+                f.allocator = Some(shape.into());
+            }
+        }
+        self.notes
+    }
 }
 
 impl SnapshotEvents {
     /// Reads the snapshot at `path`. The error names the file.
     pub fn open(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
         let pickle = super::read::read_pickle(path)?;
-        SnapshotEvents::from_pickle(path, pickle, all_frames)
+        SnapshotEvents::build(path, pickle, all_frames, 0)
     }
 
     /// Reads the snapshot at `path` to join the trace of the process that wrote it: its
@@ -86,6 +113,14 @@ impl SnapshotEvents {
     pub fn open_beside(path: &Path, all_frames: bool) -> Result<SnapshotEvents, String> {
         let pickle = super::read::read_pickle(path)?;
         SnapshotEvents::build(path, pickle, all_frames, BESIDE_IDS)
+    }
+
+    /// What the allocator model says of the file at `path`, its events read and dropped:
+    /// for views of the file alone (`vramtrace snapshot`).
+    pub fn facts_of(path: &Path) -> Result<SnapshotFacts, String> {
+        let mut events = SnapshotEvents::open(path, false)?;
+        while events.next_event().is_some() {}
+        Ok(events.facts())
     }
 
     /// The events of a decoded snapshot; `path` names it in notes and errors.
@@ -106,40 +141,27 @@ impl SnapshotEvents {
         let at = |e: String| format!("{}: {e}", path.display());
         let snap = super::read::model_of(&pickle, false).map_err(at)?;
         let traces = history::device_traces(&pickle).map_err(at)?;
-        let mut builder = Builder {
-            base,
-            stacks: StackTable::default(),
-            frames: Map::default(),
-            nodes: Map::default(),
-            lists: Map::default(),
-            reader: FrameReader::default(),
-            all_frames,
-            origin_us: 0,
-        };
-        // Each device's history rewound from its final state; every entry is read here, so
-        // a malformed one refuses the file now.
-        let mut rewound = Vec::new();
+        let mut stacks = StackIds::new(base, all_frames);
+        // Settings a file cannot say are the defaults (the views read any file).
+        let recorded =
+            Settings::from_recorded(snap.allocator_settings.as_ref()).unwrap_or_default();
+        let mut rebuilt = Vec::new();
         for d in &snap.devices {
             let list = usize::try_from(d.device)
                 .ok()
                 .and_then(|i| traces.get(i).copied());
-            let r = builder.rewind(&pickle, &snap, d.device, list).map_err(at)?;
-            rewound.push((d.device, list, r));
+            let r =
+                device_history::rebuild(&pickle, d, list, &recorded, &mut stacks).map_err(at)?;
+            rebuilt.push(r);
         }
-        let origin_us = rewound.iter().filter_map(|r| r.2.earliest_us).min();
-        builder.origin_us = origin_us.unwrap_or(0);
-        let latest_t = rewound
+        let origin_us = rebuilt.iter().filter_map(|r| r.times.earliest_us).min();
+        let origin = origin_us.unwrap_or(0);
+        let latest_t = rebuilt
             .iter()
-            .filter_map(|r| r.2.latest_us)
-            .map(|us| builder.time(us))
+            .filter_map(|r| r.times.latest_us)
+            .map(|us| time(origin, us))
             .max()
             .unwrap_or(0);
-        let expandable = snap
-            .devices
-            .iter()
-            .flat_map(|d| &d.segments)
-            .any(|s| s.is_expandable);
-        let layout = || Layout::new(snap.allocator_settings.as_ref(), expandable);
         let mut notes = Vec::new();
         if !snap.history_truncated.is_empty() {
             notes.push(format!(
@@ -148,18 +170,27 @@ impl SnapshotEvents {
                 snap.history_truncated.join(", ")
             ));
         }
-        let devices = rewound
+        let settings = rebuilt.iter().fold(recorded, |mut s, r| {
+            s.expandable_segments |= r.settings.expandable_segments;
+            s
+        });
+        let devices = rebuilt
             .into_iter()
-            .map(|(device, list, r)| builder.cursor(path, device, list, r, layout(), &mut notes))
+            .map(|r| {
+                let start = time(origin, r.times.first_us.unwrap_or(origin));
+                Cursor::new(r, start)
+            })
             .collect();
-        let header = header(path, origin_us);
         Ok(SnapshotEvents {
-            header,
+            header: header(path, origin_us),
             notes,
             history_truncated: snap.history_truncated.clone(),
+            settings,
+            path: path.to_path_buf(),
             pickle,
             devices,
-            builder,
+            stacks,
+            origin_us: origin,
             latest_t,
             fronts: BinaryHeap::new(),
             started: false,
@@ -171,17 +202,11 @@ impl SnapshotEvents {
     /// before the history are not among them (their time is the history's start, not
     /// theirs).
     pub fn segments_ahead(&self) -> Vec<(u64, u64, u64)> {
+        let origin = self.origin_us;
         let mut out: Vec<(u64, u64, u64)> = self
             .devices
             .iter()
-            .flat_map(|c| {
-                entries(&self.pickle, c.list)
-                    .get(c.next..)
-                    .unwrap_or_default()
-            })
-            .filter_map(|&v| read(&self.pickle, v))
-            .filter(|e| matches!(e.action, Action::SegmentAlloc | Action::SegmentMap))
-            .filter_map(|e| Some((e.addr, e.size, self.builder.time(e.time_us?))))
+            .flat_map(|c| c.segments_ahead(&self.pickle, |us| time(origin, us)))
             .collect();
         out.sort_by_key(|s| s.2);
         out
@@ -198,16 +223,17 @@ impl SnapshotEvents {
             }
         }
         let Reverse((_, i)) = self.fronts.pop()?;
-        let e = self.devices[i].pending.pop_front()?;
+        let e = self.devices[i].pop()?;
         self.refill(i);
         Some(e)
     }
 
     /// Reads device `i`'s next events, and puts it back among the fronts if it has one.
     fn refill(&mut self, i: usize) {
+        let origin = self.origin_us;
         let c = &mut self.devices[i];
-        c.fill(&self.pickle, &mut self.builder);
-        if let Some(e) = c.pending.front() {
+        c.fill(&self.pickle, &mut self.stacks, |us| time(origin, us));
+        if let Some(e) = c.front() {
             self.fronts.push(Reverse((e.t, i)));
         }
     }
@@ -215,15 +241,12 @@ impl SnapshotEvents {
     /// The stacks the events read so far point at (all of them once `next_event` has
     /// returned `None`), taken.
     pub fn take_stacks(&mut self) -> StackTable {
-        std::mem::take(&mut self.builder.stacks)
+        std::mem::take(&mut self.stacks.stacks)
     }
 
     /// History entries in all, over the devices (before the first `next_event`).
     pub fn history_entries(&self) -> usize {
-        self.devices
-            .iter()
-            .map(|c| entries(&self.pickle, c.list).len())
-            .sum()
+        self.devices.iter().map(|c| c.len(&self.pickle)).sum()
     }
 
     /// The time of its last event, known before any is read (the replay keeps each
@@ -241,6 +264,48 @@ impl SnapshotEvents {
             reason: "snapshot".into(),
             queue_peak_bytes: None,
         }
+    }
+
+    /// What the views say of the file, once its events are read.
+    pub fn facts(&self) -> SnapshotFacts {
+        let mut f = SnapshotFacts {
+            expandable_segments: self.settings.expandable_segments,
+            ..Default::default()
+        };
+        let path = self.path.display();
+        for c in &self.devices {
+            f.windows.push((c.dev, c.window));
+            let w = c.window;
+            if w.entries > 0 && (w.segments > 0 || w.tensors > 0) {
+                // A ring buffer that wrapped, or recording turned on late: the views
+                // still count what was alive before, from the final segments.
+                f.notes.push(format!(
+                    "note: {path}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
+                    c.dev,
+                    crate::units::count(w.segments as u64, "segment"),
+                    crate::units::count(w.tensors as u64, "tensor"),
+                    w.freed_inside
+                ));
+            }
+            f.failures.push((c.dev, c.shapes.clone()));
+            if let Some(end) = c.end_shape {
+                f.ends.push((c.dev, end));
+            }
+            if let Some(m) = c.misfit() {
+                f.misfits.push((c.dev, m.entry));
+                f.notes.push(format!(
+                    "note: {path}: device {}: history entry {} does not fit the final segments ({}): the figures follow the recorded entries from there",
+                    c.dev, m.entry, m.message
+                ));
+            }
+            if let Some(d) = c.drift() {
+                f.notes.push(format!(
+                    "note: {path}: device {}: from history entry {} the allocator model lays blocks out otherwise than the recording ({}): block sizes from there are the model's reading",
+                    c.dev, d.entry, d.message
+                ));
+            }
+        }
+        f
     }
 }
 
@@ -264,7 +329,7 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
             .map(|r| ("RANK".to_string(), r))
             .into_iter()
             .collect(),
-        settings: Settings {
+        settings: TraceSettings {
             output: String::new(),
             children: false,
             flush_ms: 0,
@@ -275,276 +340,8 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
     }
 }
 
-/// Microseconds as nanoseconds, from 0 up to [`MAX_NS`]: a crafted `time_us` of 2^62
-/// must neither overflow (it aborted the views) nor push an event past what the views'
-/// clock sums hold.
-fn ns_of_us(us: i64) -> u64 {
-    u64::try_from(us)
-        .unwrap_or(0)
-        .saturating_mul(1000)
-        .min(MAX_NS)
-}
-
-/// The latest time a snapshot's event is put at, in ns: about 146 years.
-const MAX_NS: u64 = 1 << 62;
-
 /// `torch-snapshot-HOST-PID...pickle` (the PyTorch hook's name; older hooks left out
 /// `HOST-`) -> PID.
 fn pid_of(name: &str) -> Option<u32> {
     crate::views::snapshots_beside::writer(name).map(|(_, pid)| pid)
-}
-
-struct Builder {
-    /// Added to every frame address and stack id: 0 for a snapshot of its own,
-    /// [`BESIDE_IDS`] for one joining its process's trace.
-    base: u64,
-    stacks: StackTable,
-    frames: Map<(String, i64, String), u64>,
-    nodes: Map<(u64, u64), u64>,
-    /// Stack ids by frame list (its object in the pickle).
-    lists: Map<usize, u64>,
-    reader: FrameReader,
-    all_frames: bool,
-    origin_us: i64,
-}
-
-/// The entries of `list`, in order.
-fn entries(p: &Pickle, list: Option<Value>) -> &[Value] {
-    list.and_then(|l| p.seq(l)).unwrap_or_default()
-}
-
-/// Entry `e`, read once already when the file was opened.
-fn read(p: &Pickle, e: Value) -> Option<HistoryEntry> {
-    history::entry(p, e).ok()
-}
-
-impl Builder {
-    /// The stack id of `frames` (innermost first), reduced to what a person reads.
-    fn stack(&mut self, frames: &[Frame]) -> u64 {
-        let shown = readable(frames, self.all_frames);
-        let mut node = 0;
-        for r in shown.iter().rev() {
-            let key = (
-                r.filename.unwrap_or("").to_string(),
-                r.line,
-                r.name.to_string(),
-            );
-            let next_ip = self.base + self.frames.len() as u64 + 1;
-            let ip = *self.frames.entry(key).or_insert_with(|| {
-                self.stacks.add_frame(vramtrace_schema::Frame {
-                    ip: next_ip,
-                    module: if r.python { "python" } else { "operator" }.into(),
-                    offset: 0,
-                    function: Some(r.name.to_string()),
-                    file: r.filename.map(str::to_string),
-                    line: u32::try_from(r.line).ok(),
-                    inlined: Vec::new(),
-                });
-                next_ip
-            });
-            let next_id = self.base + self.nodes.len() as u64 + 1;
-            node = *self.nodes.entry((node, ip)).or_insert_with(|| {
-                self.stacks.add_node(Node {
-                    id: next_id,
-                    parent: node,
-                    ip,
-                });
-                next_id
-            });
-        }
-        node
-    }
-
-    /// The stack id of frame list `v`, read once per list.
-    fn stack_of(&mut self, p: &Pickle, v: Option<Value>) -> u64 {
-        let id = match v {
-            Some(Value::List(id) | Value::Tuple(id)) => id,
-            _ => return 0,
-        };
-        if let Some(&s) = self.lists.get(&id) {
-            return s;
-        }
-        let frames = self.reader.frames(p, v);
-        let s = self.stack(&frames);
-        self.lists.insert(id, s);
-        s
-    }
-
-    /// Device `device`'s final state rewound through its history `list`.
-    fn rewind(
-        &mut self,
-        p: &Pickle,
-        snap: &Snapshot,
-        device: i64,
-        list: Option<Value>,
-    ) -> Result<Rewound, String> {
-        let segments = snap.device(device).map_or(&[][..], |d| &d.segments);
-        let r = Rewound::from_final(segments, |frames| self.stack(frames));
-        rewind::rewind(p, device, entries(p, list), r)
-    }
-
-    /// Device `device`'s cursor: what was alive before its history, queued first.
-    fn cursor(
-        &mut self,
-        path: &Path,
-        device: i64,
-        list: Option<Value>,
-        mut r: Rewound,
-        mut layout: Layout,
-        notes: &mut Vec<String>,
-    ) -> Cursor {
-        let dev = device as i32;
-        if r.disagree > 0 {
-            notes.push(format!(
-                "note: {}: device {}: {} history entries do not match the final segments (the file was edited, or entries were dropped)",
-                path.display(),
-                device,
-                r.disagree
-            ));
-        }
-        let alive_before = !r.segments.is_empty() || !r.alive.is_empty();
-        if r.entries > 0 && alive_before {
-            // A ring buffer that wrapped, or recording turned on late: the views still
-            // count what was alive before, from the final segments.
-            let unknown = r.alive.values().filter(|a| a.freed_inside).count();
-            notes.push(format!(
-                "note: {}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
-                path.display(),
-                device,
-                crate::units::count(r.segments.len() as u64, "segment"),
-                crate::units::count(r.alive.len() as u64, "tensor"),
-                unknown
-            ));
-        }
-        // Block sizes the history does not give: from the layout of the segments then.
-        for (&addr, &size) in &r.segments {
-            layout.segment_alloc(addr, size);
-        }
-        for &addr in r.alive.keys() {
-            layout.taken(addr);
-        }
-        for (&addr, a) in r.alive.iter_mut().filter(|(_, a)| a.size == 0) {
-            a.size = layout.before_history(addr, a.requested);
-        }
-        let start = self.time(r.first_us.unwrap_or(self.origin_us));
-        let mut pending = VecDeque::new();
-        let mut before: Vec<(u64, u64)> = r.segments.into_iter().collect();
-        before.sort_unstable();
-        for (addr, size) in before {
-            let mut e = Event::new(start, 0, dev, Api::CudaMalloc, 0);
-            e.addr = addr;
-            e.size = size;
-            pending.push_back(e);
-        }
-        let mut tensors: Vec<(u64, Alive)> = r.alive.into_iter().collect();
-        tensors.sort_unstable_by_key(|t| t.0);
-        for (addr, a) in tensors {
-            pending.push_back(block_alloc(start, dev, addr, a.size, a.requested, a.stack));
-        }
-        Cursor {
-            dev,
-            list,
-            next: 0,
-            t: start,
-            sizes: r.sizes,
-            layout,
-            pending,
-        }
-    }
-
-    /// Epoch microseconds as ns since the snapshot's first entry.
-    fn time(&self, us: i64) -> u64 {
-        ns_of_us(us.saturating_sub(self.origin_us))
-    }
-}
-
-impl Cursor {
-    /// Reads entries until one gives events, or the history ends.
-    fn fill(&mut self, p: &Pickle, b: &mut Builder) {
-        let trace = entries(p, self.list);
-        while self.pending.is_empty() && self.next < trace.len() {
-            let i = self.next;
-            self.next += 1;
-            if let Some(e) = read(p, trace[i]) {
-                self.entry(p, b, i, &e);
-            }
-        }
-        if self.next >= trace.len() {
-            self.list = None;
-        }
-    }
-
-    fn entry(&mut self, p: &Pickle, b: &mut Builder, i: usize, e: &HistoryEntry) {
-        let dev = self.dev;
-        if let Some(us) = e.time_us {
-            self.t = self.t.max(b.time(us));
-        }
-        let t = self.t;
-        let stream = Some(e.stream);
-        match e.action {
-            Action::SegmentAlloc | Action::SegmentMap => {
-                self.layout.segment_alloc(e.addr, e.size);
-                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, 0);
-                ev.addr = e.addr;
-                ev.size = e.size;
-                ev.stream = stream;
-                self.pending.push_back(ev);
-            }
-            Action::SegmentFree | Action::SegmentUnmap => {
-                self.layout.segment_free(e.addr);
-                let mut ev = Event::new(t, 0, dev, Api::CudaFree, 0);
-                ev.addr = e.addr;
-                self.pending.push_back(ev);
-            }
-            Action::Alloc => {
-                let stack = b.stack_of(p, e.frames);
-                let inferred = self.layout.alloc(e.addr, e.size);
-                // Found by the rewind, last first: the next one is at the end. A tensor
-                // freed inside the history has no size there (0).
-                let size = match self.sizes.last() {
-                    Some(&(at, size)) if at == i => {
-                        self.sizes.pop();
-                        if size > 0 {
-                            size
-                        } else {
-                            inferred
-                        }
-                    }
-                    _ => inferred,
-                };
-
-                let mut ev = block_alloc(t, dev, e.addr, size, e.size, stack);
-                ev.stream = stream;
-                self.pending.push_back(ev);
-            }
-            Action::FreeCompleted => {
-                self.layout.free(e.addr);
-                let mut ev = Event::new(t, 0, dev, Api::VramtraceBlockFree, 0);
-                ev.addr = e.addr;
-                self.pending.push_back(ev);
-            }
-            Action::Oom => {
-                let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
-                ev.size = e.size;
-                ev.stream = stream;
-                ev.stack = b.stack_of(p, e.frames);
-                self.pending.push_back(ev);
-                if let Some(free) = e.device_free {
-                    let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);
-                    probe.free = Some(free);
-                    self.pending.push_back(probe);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-fn block_alloc(t: u64, dev: i32, addr: u64, size: u64, requested: u64, stack: u64) -> Event {
-    let mut e = Event::new(t, 0, dev, Api::VramtraceBlockAlloc, 0);
-    e.addr = addr;
-    e.size = size;
-    e.requested = Some(requested);
-    e.stack = stack;
-    e
 }

@@ -1,8 +1,10 @@
 //! PyTorch memory snapshots: a data-only pickle reader, the snapshot model, its figures
-//! (reserved, allocated, requested, fragmentation), a timeline anchored at the snapshot,
-//! and a writer for pytorch.org/memory_viz.
+//! at the end (reserved, allocated, requested, fragmentation), its history as events
+//! followed through the allocator model (crate::allocator) that every view reads, and a
+//! writer for pytorch.org/memory_viz.
 
-pub mod block_sizes;
+pub mod allocator_input;
+pub mod device_history;
 pub mod events;
 pub mod figures;
 pub mod frames;
@@ -10,8 +12,7 @@ pub mod history;
 pub mod model;
 pub mod pickle;
 pub mod read;
-pub mod rewind;
-pub mod timeline;
+pub mod stack_ids;
 pub mod write;
 
 pub use figures::{figures, Figures};

@@ -324,7 +324,9 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         (Verdict::Fragmentation, Some(a)) => super::oom_words::fragmented(f.requested, &a),
         _ => super::oom_words::explain(verdict, &figures, untraced, &live_groups),
     };
-    let advice = super::oom_words::advice(verdict);
+    let expandable = model.expandable_segments == Some(true)
+        || f.allocator.is_some_and(|a| a.expandable_segments);
+    let advice = super::oom_words::advice(verdict, expandable);
     let shown = match (layer, tensor_bytes) {
         (Some(Layer::Reserved), _) | (_, None) => Layer::Reserved,
         _ => Layer::Allocated,

@@ -62,10 +62,24 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
     }
 }
 
-/// The fragmentation verdict, from the allocator's annotated blocks.
+/// The fragmentation verdict, from the allocator's annotated blocks. With expandable
+/// segments the free pieces lie in mapped pages; address space reserved but not mapped
+/// is no memory at all, so it is named apart and never counted as cached.
 pub fn fragmented(requested: u64, a: &crate::model::AllocatorState) -> String {
+    let pieces = if a.expandable_segments {
+        "free pieces of mapped pages (expandable segments)"
+    } else {
+        "free pieces"
+    };
+    let unmapped = match a.unmapped_bytes {
+        Some(u) if a.expandable_segments && u > 0 => format!(
+            "; a further {} of address space was reserved but unmapped, which is no memory",
+            bytes(u)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "Fragmentation: the request ({}) was larger than the largest free block ({}) while {} was cached in {} free pieces; the allocator held {} in use.",
+        "Fragmentation: the request ({}) was larger than the largest free block ({}) while {} was cached in {} {pieces}; the allocator held {} in use{unmapped}.",
         bytes(requested),
         bytes(a.largest_free_block_bytes),
         bytes(a.cached_free_bytes),
@@ -74,7 +88,14 @@ pub fn fragmented(requested: u64, a: &crate::model::AllocatorState) -> String {
     )
 }
 
-pub fn advice(v: Verdict) -> Vec<String> {
+/// The setting named in advice, and what is said instead where it was already on.
+const EXPANDABLE: &str = "expandable_segments:True";
+const EXPANDABLE_ON: &str = "PYTORCH_CUDA_ALLOC_CONF already had expandable_segments:True (the recorded settings): the cache maps pages into segments that grow, so the room was short by the figures above, not by the layout of fixed segments";
+
+/// What to try; `expandable` is whether expandable segments were on, where the recording
+/// says (a snapshot's settings, the traced process's PYTORCH_CUDA_ALLOC_CONF). Advice
+/// never proposes a setting that was on.
+pub fn advice(v: Verdict, expandable: bool) -> Vec<String> {
     let list: &[&str] = match v {
         Verdict::Fragmentation => &[
             "with PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps new pages into one segment instead of carving fixed ones",
@@ -110,5 +131,13 @@ pub fn advice(v: Verdict) -> Vec<String> {
             "a smaller batch, activation checkpointing, or lower precision shrink what grows with the batch",
         ],
     };
-    list.iter().map(|s| s.to_string()).collect()
+    let mut out = Vec::new();
+    for s in list {
+        if !(expandable && s.contains(EXPANDABLE)) {
+            out.push(s.to_string());
+        } else if !out.iter().any(|o: &String| o == EXPANDABLE_ON) {
+            out.push(EXPANDABLE_ON.to_string());
+        }
+    }
+    out
 }

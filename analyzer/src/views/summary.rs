@@ -271,7 +271,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
             .devices
             .values()
             .map(|d| {
-                let state = p.allocator_state(d.device);
+                let state = p.end_allocator_state(d.device);
                 DeviceSummary {
                     device: d.device,
                     gpu: crate::run::DeviceId::of(&p.header, d.device).gpu,

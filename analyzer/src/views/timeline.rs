@@ -348,7 +348,7 @@ impl TimelineBuilder {
             .collect();
         sampled.sort_unstable();
         for (p, dev) in sampled {
-            if let Some(state) = run.processes[p].allocator_state(dev) {
+            if let Some(state) = run.processes[p].end_allocator_state(dev) {
                 let largest = Key::Layer(p, dev, Layer::LargestFreeBlock);
                 self.record(largest, run.end_time, state.largest_free_block_bytes);
                 let count = Key::Layer(p, dev, Layer::FreeBlocks);

@@ -24,6 +24,9 @@ pub struct Avoidance {
     /// Each setting of [`COMMON`], and whether the request got memory under it with no
     /// failure before it; or why it could not be replayed (a combination not modelled).
     pub settings: Vec<(&'static str, Result<bool, String>)>,
+    /// Settings of [`COMMON`] the recorded settings already hold: not tried, since the
+    /// failure happened under them.
+    pub already_set: Vec<&'static str>,
 }
 
 /// The card the recorded run had, as the first recorded failure shows it: the bytes the
@@ -84,10 +87,15 @@ pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String
     };
     let reproduced = !served(replay(h, &h.settings, card, false)?)?;
     let mut settings = Vec::new();
+    let mut already_set = Vec::new();
     if reproduced {
         for conf in COMMON {
             let mut s = h.settings.clone();
             s.set(conf)?;
+            if s == h.settings {
+                already_set.push(conf);
+                continue;
+            }
             settings.push((conf, replay(h, &s, card, false).and_then(served)));
         }
     }
@@ -95,5 +103,6 @@ pub fn avoided_by(h: &History, entry: usize) -> Result<Option<Avoidance>, String
         capacity,
         reproduced,
         settings,
+        already_set,
     }))
 }

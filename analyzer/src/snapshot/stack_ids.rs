@@ -1,0 +1,88 @@
+//! A snapshot's frames as the trace's stack table: each distinct frame a node once, each
+//! frame list (PyTorch's pickler shares one list per distinct stack) a stack id once,
+//! however many entries share it.
+
+use super::frames::readable;
+use super::history::FrameReader;
+use super::model::Frame;
+use super::pickle::{Pickle, Value};
+use crate::model::Map;
+use vramtrace_schema::{Node, StackTable};
+
+pub struct StackIds {
+    /// Added to every frame address and stack id: 0 for a snapshot of its own, a base
+    /// clear of a trace's ids for one joining its process's trace.
+    base: u64,
+    pub stacks: StackTable,
+    frames: Map<(String, i64, String), u64>,
+    nodes: Map<(u64, u64), u64>,
+    /// Stack ids by frame list (its object in the pickle).
+    lists: Map<usize, u64>,
+    reader: FrameReader,
+    all_frames: bool,
+}
+
+impl StackIds {
+    pub fn new(base: u64, all_frames: bool) -> StackIds {
+        StackIds {
+            base,
+            stacks: StackTable::default(),
+            frames: Map::default(),
+            nodes: Map::default(),
+            lists: Map::default(),
+            reader: FrameReader::default(),
+            all_frames,
+        }
+    }
+
+    /// The stack id of `frames` (innermost first), reduced to what a person reads.
+    pub fn stack(&mut self, frames: &[Frame]) -> u64 {
+        let shown = readable(frames, self.all_frames);
+        let mut node = 0;
+        for r in shown.iter().rev() {
+            let key = (
+                r.filename.unwrap_or("").to_string(),
+                r.line,
+                r.name.to_string(),
+            );
+            let next_ip = self.base + self.frames.len() as u64 + 1;
+            let ip = *self.frames.entry(key).or_insert_with(|| {
+                self.stacks.add_frame(vramtrace_schema::Frame {
+                    ip: next_ip,
+                    module: if r.python { "python" } else { "operator" }.into(),
+                    offset: 0,
+                    function: Some(r.name.to_string()),
+                    file: r.filename.map(str::to_string),
+                    line: u32::try_from(r.line).ok(),
+                    inlined: Vec::new(),
+                });
+                next_ip
+            });
+            let next_id = self.base + self.nodes.len() as u64 + 1;
+            node = *self.nodes.entry((node, ip)).or_insert_with(|| {
+                self.stacks.add_node(Node {
+                    id: next_id,
+                    parent: node,
+                    ip,
+                });
+                next_id
+            });
+        }
+        node
+    }
+
+    /// The stack id of frame list `v`, read once per list.
+    pub fn stack_of(&mut self, p: &Pickle, v: Option<Value>) -> u64 {
+        let id = match v {
+            Some(Value::List(id) | Value::Tuple(id)) => id,
+            _ => return 0,
+        };
+        if let Some(&s) = self.lists.get(&id) {
+            return s;
+        }
+        let frames = self.reader.frames(p, v);
+        let s = self.stack(&frames);
+        self.lists.insert(id, s);
+        s
+    }
+}
