@@ -208,3 +208,94 @@ fn every_view_of_a_replayed_snapshot_gives_whatifs_figures() {
     });
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
+
+/// Of a snapshot: [all segments expandable? (bool), segments' total_size, the settings'
+/// expandable_segments, [[size, device_free] of each `oom` entry]], by Python's `pickle`.
+const EXPANDABLE_BY_PICKLE: &str = r#"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+segs = s["segments"]
+ooms = [[e["size"], e["device_free"]] for t in s["device_traces"] for e in t if e["action"] == "oom"]
+print(json.dumps([sum(x["is_expandable"] for x in segs), sum(x["total_size"] for x in segs),
+                  s["allocator_settings"]["expandable_segments"], ooms]))
+"#;
+
+/// A run with expandable segments that ran out on a smaller card (`whatif --capacity -o`):
+/// its post-mortem speaks of mapped pages, names the unmapped address space apart, and
+/// never proposes expandable segments, which were on; the driver's free bytes at the
+/// failure are the card's capacity less the segments' mapped size, as Python reads them.
+#[test]
+fn an_expandable_run_that_ran_out_is_not_told_to_turn_expandable_segments_on() {
+    let Some(dir) = common::fixtures() else {
+        return;
+    };
+    let file = dir.join("kkaitlyn111_memory_ctx512_forward_mixed.pickle");
+    let file = file.to_str().unwrap();
+    let set = "expandable_segments:True";
+    let free = json(&["whatif", "--json", "--no-search", "--set", set, file]);
+    let peak = free["devices"][0]["scenarios"][0]["peak_reserved_bytes"]
+        .as_u64()
+        .unwrap();
+    // A card 10% smaller than what the run reserved with expandable segments.
+    let capacity = peak / 10 * 9;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("smaller-card.pickle");
+    let written = out.to_str().unwrap();
+    let cap = capacity.to_string();
+    common::vramtrace_ok(&[
+        "whatif",
+        "--no-search",
+        "--set",
+        set,
+        "--capacity",
+        &cap,
+        "-o",
+        written,
+        file,
+    ]);
+    let truth = common::python_list(EXPANDABLE_BY_PICKLE, &[&out]);
+    assert!(
+        truth[0].as_u64().unwrap() > 0,
+        "no expandable segment: {truth:?}"
+    );
+    assert_eq!(truth[2], true, "{truth:?}");
+    let ooms = truth[3].as_array().unwrap();
+    assert_eq!(ooms.len(), 1, "{truth:?}");
+    let (size, device_free) = (ooms[0][0].as_u64().unwrap(), ooms[0][1].as_u64().unwrap());
+    assert_eq!(device_free, capacity - truth[1].as_u64().unwrap());
+
+    let oom = json(&["oom", "--json", written]);
+    let failures = oom["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{oom}");
+    let f = &failures[0];
+    assert_eq!(f["requested_bytes"], size);
+    assert_eq!(f["driver_free_bytes"], device_free);
+    assert_eq!(f["allocator"]["expandable_segments"], true);
+    assert_eq!(f["verdict"], "fragmentation");
+    let explanation = f["explanation"].as_str().unwrap();
+    assert!(explanation.contains("mapped pages"), "{explanation}");
+    assert!(explanation.contains("unmapped"), "{explanation}");
+    let advice: Vec<&str> = f["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        !advice
+            .iter()
+            .any(|a| a.contains("=expandable_segments:True")),
+        "{advice:?}"
+    );
+    assert!(
+        advice
+            .iter()
+            .any(|a| a.contains("already had expandable_segments:True")),
+        "{advice:?}"
+    );
+    let already = &f["avoided_by"]["already_set"];
+    assert!(
+        already.as_array().unwrap().iter().any(|s| s == set),
+        "{already}"
+    );
+}

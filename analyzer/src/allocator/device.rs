@@ -14,4 +14,9 @@ pub trait Device {
     fn unmap(&mut self, addr: u64, size: u64);
     /// `cuMemAddressFree` of a reservation.
     fn release(&mut self, addr: u64);
+    /// What `cudaMemGetInfo` would call free while the allocator holds `reserved`, where
+    /// the device knows it (a card of known capacity); `None` where it does not.
+    fn free_memory(&self, _reserved: u64) -> Option<u64> {
+        None
+    }
 }

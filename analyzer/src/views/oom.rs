@@ -251,6 +251,9 @@ pub struct Figures {
     pub others: u64,
     /// (free, total, traced bytes on the GPU when the driver said so)
     pub driver: Option<(u64, u64, u64)>,
+    /// What the driver had free at the failure where it did not say of how much (a
+    /// snapshot's `oom` entry), so that no verdict can be made from it.
+    pub free_alone: Option<u64>,
 }
 
 /// (verdict, untraced bytes, estimated free bytes)
@@ -305,6 +308,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         own: f.reserved_on_device,
         others: others_bytes,
         driver: driver.map(|(free, total, traced, _)| (free, total, traced)),
+        free_alone: figure.filter(|d| d.total.is_none()).map(|d| d.free),
     };
     let location = f.event.loc.off_device(f.event.kind());
     let (mut verdict, untraced, estimated_free) = match location {

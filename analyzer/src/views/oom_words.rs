@@ -50,11 +50,20 @@ pub fn explain(v: Verdict, f: &Figures, untraced: Option<u64>, groups: &[Group])
             "The allocator's free memory was fragmented: {} did not fit in any free block.",
             bytes(f.requested)
         ),
-        Verdict::CapacityUnknown => format!(
-            "This process held {}{top} and other traced processes {}; the program never asked the driver how much was free (cuMemGetInfo), so the device's capacity is not in the trace.",
-            bytes(f.own),
-            bytes(f.others)
-        ),
+        Verdict::CapacityUnknown => match f.free_alone {
+            Some(free) => format!(
+                "This process held {}{top} and other traced processes {}; the driver had {} free for the {} asked, but did not say of how much, so what else held the device is not in the trace.",
+                bytes(f.own),
+                bytes(f.others),
+                bytes(free),
+                bytes(f.requested)
+            ),
+            None => format!(
+                "This process held {}{top} and other traced processes {}; the program never asked the driver how much was free (cuMemGetInfo), so the device's capacity is not in the trace.",
+                bytes(f.own),
+                bytes(f.others)
+            ),
+        },
         Verdict::NotDeviceMemory => format!(
             "The request ({}) was for memory that is not on the device (page-locked host memory, or a managed pool's), so the device's figures do not explain it: the host could not give it.",
             bytes(f.requested)

@@ -184,4 +184,8 @@ impl Device for Card {
     fn release(&mut self, addr: u64) {
         self.used.remove(&addr);
     }
+
+    fn free_memory(&self, reserved: u64) -> Option<u64> {
+        self.capacity.map(|cap| cap.saturating_sub(reserved))
+    }
 }

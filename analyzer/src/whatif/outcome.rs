@@ -23,6 +23,9 @@ pub struct Entry {
     pub stream: u64,
     /// The source entry it replays (segment events: the request they served).
     pub source: usize,
+    /// An `oom` entry's: what the driver had free (the card's capacity less what the
+    /// allocator held, or the recorded figure); `None` where neither is known.
+    pub device_free: Option<u64>,
 }
 
 /// Where the replay first differed from the recording, and why.

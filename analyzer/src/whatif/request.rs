@@ -77,11 +77,16 @@ impl Run<'_> {
                     false
                 }
                 Err(oom) => {
-                    self.fail(a, src, &oom, stream, false);
+                    let free = dev.free_memory(oom.reserved);
+                    self.fail(a, src, &oom, stream, false, free);
                     true
                 }
             },
-            Event::Oom { size, stream, .. } => match a.malloc(dev, size, stream) {
+            Event::Oom {
+                size,
+                stream,
+                device_free,
+            } => match a.malloc(dev, size, stream) {
                 Ok(id) => {
                     // The program got an error here and went on without the memory.
                     self.drain(a, src);
@@ -91,7 +96,8 @@ impl Run<'_> {
                     false
                 }
                 Err(oom) => {
-                    self.fail(a, src, &oom, stream, true);
+                    let free = dev.free_memory(oom.reserved).or(device_free);
+                    self.fail(a, src, &oom, stream, true, free);
                     false
                 }
             },
@@ -160,9 +166,13 @@ impl Run<'_> {
         oom: &OutOfMemory,
         stream: u64,
         recorded: bool,
+        device_free: Option<u64>,
     ) {
         self.drain(a, src);
         self.entry("oom", 0, oom.requested, stream, src);
+        if let Some(e) = self.trace.last_mut().filter(|e| e.action == "oom") {
+            e.device_free = device_free;
+        }
         self.failures.push(Failure {
             entry: src,
             requested: oom.requested,
@@ -200,6 +210,7 @@ impl Run<'_> {
                 size,
                 stream,
                 source,
+                device_free: None,
             });
         }
     }

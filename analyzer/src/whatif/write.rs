@@ -30,7 +30,7 @@ pub fn snapshot<'a>(
                     size: e.size,
                     stream: e.stream,
                     time_us: from.and_then(|f| f.time_us),
-                    device_free: None,
+                    device_free: e.device_free,
                     extra: Default::default(),
                     // Segment events were not in the input: they get the request's frames.
                     frames: from.map(|f| f.frames.clone()).unwrap_or_default(),
