@@ -18,6 +18,7 @@ use super::expandable::page_size;
 use super::settings::Settings;
 use super::sizes::{pool_of_segment, round_size, should_split, Pool};
 use super::state::{Span, StartBlock, StartSegment};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// How a history that contradicts its final state is taken.
@@ -71,9 +72,11 @@ struct Walk {
     /// Bytes mapped in expandable segments, walking back: what a strict walk checks (a
     /// replay from the start then says where pages differ, page by page).
     mapped: i128,
-    live: BTreeMap<u64, Live>,
+    /// Hashed: the walk touches it at every entry; only the state at the start is read
+    /// in address order (`Sorted`).
+    live: FxHashMap<u64, Live>,
     /// The walk's index of the first `alloc` at each address.
-    first_alloc: BTreeMap<u64, usize>,
+    first_alloc: FxHashMap<u64, usize>,
     misfit: Option<Misfit>,
 }
 
@@ -223,8 +226,8 @@ pub fn rebuild(
         segments: BTreeMap::new(),
         runs: BTreeMap::new(),
         mapped: 0,
-        live: BTreeMap::new(),
-        first_alloc: BTreeMap::new(),
+        live: FxHashMap::default(),
+        first_alloc: FxHashMap::default(),
         misfit: None,
     };
     for s in end {
@@ -286,7 +289,11 @@ pub fn rebuild(
         .collect();
     start.sort_by_key(|s| s.addr);
     let mut misfit = w.misfit.take();
-    for (&addr, l) in &w.live {
+    let sorted = Sorted {
+        live: w.live.iter().map(|(&a, l)| (a, l)).collect(),
+        first_alloc: w.first_alloc.iter().map(|(&a, &i)| (a, i)).collect(),
+    };
+    for (&addr, &l) in &sorted.live {
         let i = start.partition_point(|s| s.addr <= addr);
         let seg = match i.checked_sub(1).map(|i| &mut start[i]) {
             Some(s) if addr < s.addr + s.size => s,
@@ -303,7 +310,7 @@ pub fn rebuild(
                 }
             }
         };
-        let size = match block_size(&w, addr, l, seg, settings) {
+        let size = match block_size(&sorted, addr, l, seg, settings) {
             Ok(size) => size,
             Err(what) => match fit {
                 Fit::Strict => return Err(what),
@@ -327,6 +334,13 @@ pub fn rebuild(
     })
 }
 
+/// The walk's blocks in address order, once it is over: what was live at the start, and
+/// where the history first allocated each address.
+struct Sorted<'w> {
+    live: BTreeMap<u64, &'w Live>,
+    first_alloc: BTreeMap<u64, usize>,
+}
+
 /// A misfit of the state at the start itself (before the first entry).
 fn start_misfit(what: String) -> Misfit {
     Misfit {
@@ -338,7 +352,7 @@ fn start_misfit(what: String) -> Misfit {
 /// The size of block `l` at `addr` in `seg` when the history starts: known from the final
 /// state, or cut as the allocator would have cut it.
 fn block_size(
-    w: &Walk,
+    w: &Sorted,
     addr: u64,
     l: &Live,
     seg: &StartSegment,
