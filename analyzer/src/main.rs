@@ -35,6 +35,8 @@ enum Command {
     /// The live set at the peak, or at any moment, grouped and sorted.
     #[command(alias = "top")]
     Peak(cmd::peak::PeakArgs),
+    /// What changed between two runs: peaks by layer, and the call sites that grew.
+    Diff(cmd::diff::DiffArgs),
     /// Memory never freed, grouped.
     Leaks(cmd::leaks::LeaksArgs),
     /// A post-mortem of each failed allocation.
@@ -65,6 +67,7 @@ fn main() {
         Command::Timeline(args) => cmd::timeline::timeline(args),
         Command::Peak(args) => cmd::peak::peak(args),
         Command::Leaks(args) => cmd::leaks::leaks(args),
+        Command::Diff(args) => cmd::diff::diff(args),
         Command::Oom(args) => cmd::oom::oom(args),
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),

@@ -1,6 +1,7 @@
 //! One module per subcommand: arguments, then a view computed and rendered.
 
 pub mod common;
+pub mod diff;
 pub mod export;
 pub mod flamegraph;
 pub mod leaks;

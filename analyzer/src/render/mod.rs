@@ -2,6 +2,7 @@
 //! stream by). Text for the terminal, JSON, CSV, SVG, one-file HTML, Chrome trace JSON.
 
 pub mod csv;
+pub mod diff;
 pub mod escape;
 pub mod flamegraph;
 pub mod leaks;

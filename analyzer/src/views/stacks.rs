@@ -37,7 +37,7 @@ pub struct ShownFrame {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
     #[serde(skip)]
-    text: String,
+    pub(crate) text: String,
 }
 
 /// Libraries whose frames are machinery, not the program's code.

@@ -1,0 +1,165 @@
+//! `diff` as text: the verdict of each GPU first, then its figures by layer, then the
+//! groups that changed.
+
+use super::escape::terminal as t;
+use crate::units;
+use crate::views::diff::{Change, DeviceDiff, DiffView};
+use std::fmt::Write;
+
+/// `+1.2 GiB`, `-3.0 MiB`, `0 B`.
+fn signed(n: i128) -> String {
+    let size = units::bytes(u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX));
+    match n.signum() {
+        1 => format!("+{size}"),
+        -1 => format!("-{size}"),
+        _ => size,
+    }
+}
+
+fn layer_words(layer: &str) -> &'static str {
+    match layer {
+        "allocated" => "allocated layer: tensors, requested bytes",
+        _ => "reserved layer: device memory from the driver",
+    }
+}
+
+/// The one line a reader needs first.
+fn verdict(d: &DeviceDiff, layer: &str) -> String {
+    let (a, b) = (d.a.peak_bytes, d.b.peak_bytes);
+    let diff = d.difference.peak_bytes;
+    let words = layer_words(layer);
+    if diff == 0 {
+        return format!(
+            "{}: the same peak in both, {} ({words})",
+            t(&d.gpu),
+            units::bytes(a)
+        );
+    }
+    let how = if diff > 0 { "higher" } else { "lower" };
+    let share = match a {
+        0 => String::new(),
+        _ => format!(" ({:.0}%)", (diff.abs() as f64) * 100.0 / a as f64),
+    };
+    let top = d
+        .groups
+        .iter()
+        .find(|g| g.change != Change::Same)
+        .map(|g| {
+            format!(
+                "; the largest change: {} from {}",
+                signed(g.difference_bytes),
+                t(&g.site())
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{}: B's peak is {}{share} {how} than A's: {} against {} ({words}){top}",
+        t(&d.gpu),
+        units::bytes(u64::try_from(diff.unsigned_abs()).unwrap_or(u64::MAX)),
+        units::bytes(b),
+        units::bytes(a)
+    )
+}
+
+pub fn text(v: &DiffView, limit: usize) -> String {
+    let mut o = String::new();
+    for d in &v.devices {
+        let _ = writeln!(o, "{}", verdict(d, v.layer));
+    }
+    if v.devices.is_empty() {
+        let _ = writeln!(o, "the two runs used no GPU in common");
+    }
+    for (gpus, only) in [(&v.only_in_a, "A"), (&v.only_in_b, "B")] {
+        for g in gpus {
+            let _ = writeln!(o, "{}: only in {only}", t(g));
+        }
+    }
+    for d in &v.devices {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{:<36}  {:>12}  {:>12}  {:>12}",
+            t(&d.gpu),
+            "A",
+            "B",
+            "B - A"
+        );
+        let opt = |x: Option<u64>| x.map_or("-".to_string(), units::bytes);
+        let rows = [
+            (
+                "peak allocated (tensors)",
+                opt(d.a.peak_allocated_bytes),
+                opt(d.b.peak_allocated_bytes),
+                d.difference.peak_allocated_bytes,
+            ),
+            (
+                "peak reserved",
+                units::bytes(d.a.peak_reserved_bytes),
+                units::bytes(d.b.peak_reserved_bytes),
+                Some(d.difference.peak_reserved_bytes),
+            ),
+            (
+                "reserved when each process ended",
+                units::bytes(d.a.reserved_bytes_at_end),
+                units::bytes(d.b.reserved_bytes_at_end),
+                Some(d.difference.reserved_bytes_at_end),
+            ),
+            (
+                "peak device (the driver's figure)",
+                opt(d.a.peak_device_bytes),
+                opt(d.b.peak_device_bytes),
+                d.difference.peak_device_bytes,
+            ),
+        ];
+        for (name, a, b, diff) in rows {
+            let diff = diff.map_or("-".to_string(), signed);
+            let _ = writeln!(o, "  {name:<34}  {a:>12}  {b:>12}  {diff:>12}");
+        }
+        let changed: Vec<_> = d
+            .groups
+            .iter()
+            .filter(|g| g.change != Change::Same)
+            .collect();
+        let same = d.groups.len() - changed.len();
+        let _ = writeln!(
+            o,
+            "  who made the difference (groups at each run's peak, matched by their frames):"
+        );
+        let unit = if v.layer == "allocated" {
+            "tensor"
+        } else {
+            "block"
+        };
+        for g in changed.iter().take(limit) {
+            let change = match g.change {
+                Change::Grown => "grown",
+                Change::Shrunk => "shrunk",
+                Change::New => "new",
+                Change::Gone => "gone",
+                Change::Same => "same",
+            };
+            let _ = writeln!(
+                o,
+                "  {:>12}  {change:<6}  {} -> {}  {}",
+                signed(g.difference_bytes),
+                units::count(g.a_blocks, unit),
+                units::count(g.b_blocks, unit),
+                t(&g.who())
+            );
+        }
+        if changed.len() > limit {
+            let _ = writeln!(
+                o,
+                "  ... {} more changed groups (--json lists all)",
+                changed.len() - limit
+            );
+        }
+        if changed.is_empty() {
+            let _ = writeln!(o, "  none: every group holds the same bytes in both");
+        }
+        if same > 0 {
+            let _ = writeln!(o, "  {same} groups the same in both");
+        }
+    }
+    o
+}

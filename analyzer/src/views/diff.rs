@@ -1,0 +1,317 @@
+//! `diff A B`: two runs side by side, device by device: peak and end by layer, and who
+//! made the difference - the groups holding each run's peak, matched between the runs by
+//! their frames (never by address, which differs from run to run), largest change first.
+
+use super::groups::Group;
+use super::layer::{has_tensors, Layer};
+use super::peak::{self, PeakDevice};
+use super::summary::{self, RunDeviceSummary, Summary};
+use crate::run::Run;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize)]
+pub struct DiffView {
+    pub format: &'static str,
+    pub version: u32,
+    /// The layer the groups are compared at: `allocated` (tensors, requested bytes) where
+    /// both runs have them, else `reserved`.
+    pub layer: &'static str,
+    pub devices: Vec<DeviceDiff>,
+    /// GPUs (their labels) that only one of the runs used.
+    pub only_in_a: Vec<String>,
+    pub only_in_b: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct DeviceDiff {
+    /// `GPU N`, or `HOST GPU N` where a run spans hosts.
+    pub gpu: String,
+    pub a: Figures,
+    pub b: Figures,
+    /// B minus A, for each figure both runs have.
+    pub difference: Differences,
+    /// Every group holding either run's peak (at `layer`), largest change first.
+    pub groups: Vec<GroupDiff>,
+}
+
+/// One run's figures on one GPU; each names its layer and moment.
+#[derive(Serialize, Clone, Copy, Default)]
+pub struct Figures {
+    /// The reserved layer (device memory from the driver) at its peak, and what the run's
+    /// processes still held when each ended.
+    pub peak_reserved_bytes: u64,
+    pub reserved_bytes_at_end: u64,
+    /// The allocated layer (tensors, requested bytes) at its peak; null without tensors.
+    pub peak_allocated_bytes: Option<u64>,
+    /// The device layer (the driver's whole-GPU figure) at its most, where it was taken.
+    pub peak_device_bytes: Option<u64>,
+    /// Bytes at the peak of `layer`: the groups' sum.
+    pub peak_bytes: u64,
+}
+
+#[derive(Serialize, Default)]
+pub struct Differences {
+    pub peak_reserved_bytes: i128,
+    pub reserved_bytes_at_end: i128,
+    pub peak_allocated_bytes: Option<i128>,
+    pub peak_device_bytes: Option<i128>,
+    pub peak_bytes: i128,
+}
+
+#[derive(Serialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Grown,
+    Shrunk,
+    New,
+    Gone,
+    Same,
+}
+
+#[derive(Serialize)]
+pub struct GroupDiff {
+    pub change: Change,
+    pub api: &'static str,
+    pub frames: Vec<super::stacks::ShownFrame>,
+    pub a_bytes: u64,
+    pub b_bytes: u64,
+    pub difference_bytes: i128,
+    pub a_blocks: u64,
+    pub b_blocks: u64,
+}
+
+impl GroupDiff {
+    /// Who allocated, for one line of text.
+    pub fn who(&self) -> String {
+        super::stacks::who(self.api, &self.frames)
+    }
+
+    /// The innermost frame that is not an operator (for PyTorch, the user's own line).
+    pub fn site(&self) -> String {
+        match self.frames.iter().find(|f| f.module != "operator") {
+            Some(f) => {
+                let function = f.function.as_deref().unwrap_or(&f.module);
+                // The file's name, as the frames are shown: directories say little here.
+                let file = f.file.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p));
+                match (file, f.line) {
+                    (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
+                    (Some(file), None) => format!("{function} ({file})"),
+                    _ => function.to_string(),
+                }
+            }
+            None => self.who(),
+        }
+    }
+}
+
+/// The layer both runs can be compared at.
+fn common_layer(a: &Run, b: &Run) -> Layer {
+    if has_tensors(a) && has_tensors(b) {
+        Layer::Allocated
+    } else {
+        Layer::Reserved
+    }
+}
+
+pub fn build(a: &Run, b: &Run) -> DiffView {
+    let layer = common_layer(a, b);
+    let (sa, sb) = (summary::build(a), summary::build(b));
+    let (pa, pb) = (
+        peak::build(a, None, Some(layer)),
+        peak::build(b, None, Some(layer)),
+    );
+    let devices_a = by_gpu(&sa, &pa.devices);
+    let devices_b = by_gpu(&sb, &pb.devices);
+    let mut devices = Vec::new();
+    for (gpu, (da, ga)) in &devices_a {
+        let Some((db, gb)) = devices_b.get(gpu) else {
+            continue;
+        };
+        let a = figures(&sa, da, *ga);
+        let b = figures(&sb, db, *gb);
+        devices.push(DeviceDiff {
+            gpu: gpu.clone(),
+            difference: differences(&a, &b),
+            a,
+            b,
+            groups: group_diffs(
+                ga.map_or(&[][..], |g| &g.groups),
+                gb.map_or(&[][..], |g| &g.groups),
+            ),
+        });
+    }
+    let only = |x: &Devices, y: &Devices| -> Vec<String> {
+        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+    };
+    DiffView {
+        format: "vramtrace-diff",
+        version: super::JSON_VERSION,
+        layer: layer.name(),
+        only_in_a: only(&devices_a, &devices_b),
+        only_in_b: only(&devices_b, &devices_a),
+        devices,
+    }
+}
+
+type Devices<'s> = BTreeMap<String, (&'s RunDeviceSummary, Option<&'s PeakDevice>)>;
+
+/// A run's GPUs by label. Hosts are named only where the run spans several (one
+/// machine's `GPU 0` is compared with the other run's `GPU 0`, whatever their hosts).
+fn by_gpu<'s>(s: &'s Summary, peaks: &'s [PeakDevice]) -> Devices<'s> {
+    let hosts: std::collections::BTreeSet<&str> =
+        s.devices.iter().map(|d| d.host.as_str()).collect();
+    s.devices
+        .iter()
+        .map(|d| {
+            let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+            let p = peaks.iter().find(|p| p.host == d.host && p.gpu == d.gpu);
+            (label, (d, p))
+        })
+        .collect()
+}
+
+fn figures(s: &Summary, d: &RunDeviceSummary, p: Option<&PeakDevice>) -> Figures {
+    // The device layer is the whole GPU's: the most any of its processes saw.
+    let peak_device_bytes = s
+        .processes
+        .iter()
+        .filter(|p| p.host == d.host)
+        .flat_map(|p| &p.devices)
+        .filter(|pd| pd.gpu == d.gpu)
+        .filter_map(|pd| pd.peak_device_bytes)
+        .max();
+    Figures {
+        peak_reserved_bytes: d.peak_reserved_bytes,
+        reserved_bytes_at_end: d.reserved_bytes_at_end,
+        peak_allocated_bytes: d.peak_requested_bytes,
+        peak_device_bytes,
+        peak_bytes: p.map_or(0, |p| p.live_bytes),
+    }
+}
+
+fn minus(b: u64, a: u64) -> i128 {
+    i128::from(b) - i128::from(a)
+}
+
+fn differences(a: &Figures, b: &Figures) -> Differences {
+    let both = |x: Option<u64>, y: Option<u64>| Some(minus(y?, x?));
+    Differences {
+        peak_reserved_bytes: minus(b.peak_reserved_bytes, a.peak_reserved_bytes),
+        reserved_bytes_at_end: minus(b.reserved_bytes_at_end, a.reserved_bytes_at_end),
+        peak_allocated_bytes: both(a.peak_allocated_bytes, b.peak_allocated_bytes),
+        peak_device_bytes: both(a.peak_device_bytes, b.peak_device_bytes),
+        peak_bytes: minus(b.peak_bytes, a.peak_bytes),
+    }
+}
+
+/// A group's identity across runs: what allocated and from where, whatever the process
+/// and address.
+fn identity(api: &str, frames: &[super::stacks::ShownFrame]) -> (String, String) {
+    (api.to_string(), super::stacks::folded(frames))
+}
+
+/// The groups of both peaks matched by frames (each run's processes summed), largest
+/// change first, then largest, then by frames, so that the order is the same every time.
+fn group_diffs(a: &[Group], b: &[Group]) -> Vec<GroupDiff> {
+    let mut by: BTreeMap<(String, String), GroupDiff> = BTreeMap::new();
+    for (side, groups) in [(0, a), (1, b)] {
+        for g in groups {
+            let d = by
+                .entry(identity(g.api, &g.frames))
+                .or_insert_with(|| GroupDiff {
+                    change: Change::Same,
+                    api: g.api,
+                    frames: g.frames.clone(),
+                    a_bytes: 0,
+                    b_bytes: 0,
+                    difference_bytes: 0,
+                    a_blocks: 0,
+                    b_blocks: 0,
+                });
+            if side == 0 {
+                d.a_bytes = d.a_bytes.saturating_add(g.bytes);
+                d.a_blocks += g.blocks;
+            } else {
+                d.b_bytes = d.b_bytes.saturating_add(g.bytes);
+                d.b_blocks += g.blocks;
+            }
+        }
+    }
+    let mut out: Vec<GroupDiff> = by
+        .into_values()
+        .map(|mut d| {
+            d.difference_bytes = minus(d.b_bytes, d.a_bytes);
+            d.change = match (d.a_blocks, d.b_blocks) {
+                (0, _) => Change::New,
+                (_, 0) => Change::Gone,
+                _ if d.b_bytes > d.a_bytes => Change::Grown,
+                _ if d.b_bytes < d.a_bytes => Change::Shrunk,
+                _ => Change::Same,
+            };
+            d
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.difference_bytes
+            .abs()
+            .cmp(&x.difference_bytes.abs())
+            .then_with(|| y.b_bytes.max(y.a_bytes).cmp(&x.b_bytes.max(x.a_bytes)))
+            .then_with(|| identity(x.api, &x.frames).cmp(&identity(y.api, &y.frames)))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(api: &'static str, frame: &str, bytes: u64, blocks: u64) -> Group {
+        Group {
+            pid: Some(1),
+            device: Some(0),
+            api,
+            stack: 7,
+            bytes,
+            blocks,
+            frames: vec![super::super::stacks::ShownFrame {
+                function: Some(frame.into()),
+                file: Some("model.py".into()),
+                line: Some(40),
+                module: "python".into(),
+                inlined: false,
+                text: format!("{frame} (model.py:40)"),
+            }],
+        }
+    }
+
+    #[test]
+    fn groups_match_by_frames_and_each_change_is_named() {
+        let a = [
+            group("cudaMalloc", "forward", 100, 1),
+            group("cudaMalloc", "backward", 50, 2),
+            group("cudaMalloc", "step", 10, 1),
+        ];
+        let b = [
+            group("cudaMalloc", "forward", 300, 2),
+            group("cudaMalloc", "backward", 20, 1),
+            group("cudaMalloc", "load", 5, 1),
+            group("cudaMalloc", "step", 10, 1),
+        ];
+        let d = group_diffs(&a, &b);
+        let got: Vec<(Change, i128)> = d.iter().map(|g| (g.change, g.difference_bytes)).collect();
+        assert_eq!(
+            got,
+            [
+                (Change::Grown, 200),
+                (Change::Shrunk, -30),
+                (Change::New, 5),
+                (Change::Same, 0),
+            ]
+        );
+        assert_eq!(d[0].site(), "forward (model.py:40)");
+        let gone = group_diffs(&a[..1], &[]);
+        assert_eq!(gone[0].change, Change::Gone);
+        assert_eq!(gone[0].difference_bytes, -100);
+    }
+}

@@ -1,0 +1,88 @@
+//! `vramtrace diff` on real runs of the simulated stack: one workload run twice with one
+//! allocation made larger, and the difference named at that call site, to the byte, by
+//! the workload's own counts.
+
+use serde_json::Value;
+use std::process::Command;
+use vramtrace_tests::harness::{run_sim, vramtrace, Outcome};
+
+/// `vramtrace ARGS... A B`, which must succeed: its stdout.
+fn diff(args: &[&str], a: &Outcome, b: &Outcome) -> String {
+    let out = Command::new(vramtrace())
+        .arg("diff")
+        .args(args)
+        .arg(a.dir.path())
+        .arg(b.dir.path())
+        .output()
+        .expect("vramtrace runs");
+    assert!(
+        out.status.success(),
+        "vramtrace diff: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The workload's own peak on device 0.
+fn peak(run: &Outcome) -> u64 {
+    run.truth("grow")["peak_live_bytes"]["0"].as_u64().unwrap()
+}
+
+/// Whether a group's frames name `function`.
+fn names(group: &Value, function: &str) -> bool {
+    group["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["function"] == function)
+}
+
+#[test]
+fn a_larger_allocation_is_named_at_its_call_site_with_its_exact_difference() {
+    let a = run_sim("grow", &["64", "32"], &[], &[]);
+    let b = run_sim("grow", &["64", "48"], &[], &[]);
+    for run in [&a, &b] {
+        assert!(run.output.status.success(), "{}", run.stderr());
+    }
+    let grown = i128::from(peak(&b)) - i128::from(peak(&a));
+    assert!(grown > 0);
+
+    let v: Value = serde_json::from_str(&diff(&["--json"], &a, &b)).unwrap();
+    assert_eq!(v["layer"], "reserved");
+    let d = &v["devices"][0];
+    assert_eq!(d["a"]["peak_bytes"], peak(&a));
+    assert_eq!(d["b"]["peak_bytes"], peak(&b));
+    assert_eq!(
+        d["difference"]["peak_bytes"].as_i64().map(i128::from),
+        Some(grown)
+    );
+    let groups = d["groups"].as_array().unwrap();
+    let top = &groups[0];
+    assert!(names(top, "forward_activations"), "{top}");
+    assert_eq!(top["change"], "grown");
+    assert_eq!(
+        top["difference_bytes"].as_i64().map(i128::from),
+        Some(grown)
+    );
+    let weights: Vec<&Value> = groups.iter().filter(|g| names(g, "load_weights")).collect();
+    assert_eq!(weights.len(), 1, "{groups:?}");
+    assert_eq!(weights[0]["change"], "same");
+    assert_eq!(weights[0]["difference_bytes"], 0);
+
+    let text = diff(&[], &a, &b);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("higher") && first.contains("forward_activations"),
+        "{text}"
+    );
+
+    // A against itself: no difference anywhere.
+    let same: Value = serde_json::from_str(&diff(&["--json"], &a, &a)).unwrap();
+    let d = &same["devices"][0];
+    assert_eq!(d["difference"]["peak_bytes"], 0);
+    assert!(d["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["change"] == "same" && g["difference_bytes"] == 0));
+}
