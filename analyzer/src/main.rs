@@ -37,6 +37,8 @@ enum Command {
     Peak(cmd::peak::PeakArgs),
     /// What changed between two runs: peaks by layer, and the call sites that grew.
     Diff(cmd::diff::DiffArgs),
+    /// Hold a run to memory limits, for CI: exit 1 naming the call site of each broken one.
+    Check(cmd::check::CheckArgs),
     /// Memory never freed, grouped.
     Leaks(cmd::leaks::LeaksArgs),
     /// A post-mortem of each failed allocation.
@@ -68,6 +70,7 @@ fn main() {
         Command::Peak(args) => cmd::peak::peak(args),
         Command::Leaks(args) => cmd::leaks::leaks(args),
         Command::Diff(args) => cmd::diff::diff(args),
+        Command::Check(args) => cmd::check::check(args),
         Command::Oom(args) => cmd::oom::oom(args),
         Command::Report(args) => cmd::report::report(args),
         Command::Export(args) => cmd::export::export(args),

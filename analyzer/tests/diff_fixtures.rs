@@ -116,6 +116,17 @@ fn the_groups_of_two_snapshots_sum_to_the_difference_of_their_peaks() {
             .map(|g| g["difference_bytes"].as_i64().unwrap())
             .sum();
         assert_eq!(sum, pb - pa);
+
+        // The differential folded stacks: each run's column sums to its own peak.
+        let out =
+            common::vramtrace_ok(&["diff", "--folded", a.to_str().unwrap(), b.to_str().unwrap()]);
+        let (mut sum_a, mut sum_b) = (0i64, 0i64);
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let mut counts = line.rsplit(' ');
+            sum_b += counts.next().unwrap().parse::<i64>().unwrap();
+            sum_a += counts.next().unwrap().parse::<i64>().unwrap();
+        }
+        assert_eq!((sum_a, sum_b), (pa, pb), "{a:?} against {b:?}");
     }
 }
 

@@ -15,6 +15,16 @@ pub struct DiffArgs {
     /// Print JSON (keys documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// Print the differential folded stacks (`stack A B`, as inferno-diff-folded writes
+    /// them) instead of text.
+    #[arg(long, conflicts_with = "json")]
+    pub folded: bool,
+    /// Also write a differential flamegraph (red: grown in B, blue: shrunk) to FILE.svg.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// Replace the --flamegraph FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// The run compared against (a trace, a directory, a PyTorch snapshot, a pack).
     #[arg(value_name = "A")]
     pub a: PathBuf,
@@ -24,6 +34,9 @@ pub struct DiffArgs {
 }
 
 pub fn diff(args: DiffArgs) -> Result<i32, String> {
+    if let Some(f) = &args.flamegraph {
+        common::check_output(f, args.force)?;
+    }
     let load = |p: &PathBuf| common::load(std::slice::from_ref(p), LoadOptions::default(), |_| {});
     let a = match load(&args.a)? {
         Ok(run) => run,
@@ -34,7 +47,19 @@ pub fn diff(args: DiffArgs) -> Result<i32, String> {
         Err(code) => return Ok(code),
     };
     let view = diff::build(&a, &b);
-    if args.json {
+    let folded = render::flamegraph::folded_diff(&view);
+    if let Some(f) = &args.flamegraph {
+        let title = format!("B against A, each at its peak ({} layer)", view.layer);
+        let svg = render::flamegraph::svg(&folded, &title, "nothing live in either")?;
+        common::write(f, &svg, args.force)?;
+    }
+    if args.folded {
+        let mut out = folded.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        common::print(&out)?;
+    } else if args.json {
         common::print(&render::json(&view))?;
     } else {
         common::print(&render::diff::text(&view, args.limit))?;

@@ -1,5 +1,6 @@
 //! One module per subcommand: arguments, then a view computed and rendered.
 
+pub mod check;
 pub mod common;
 pub mod diff;
 pub mod export;

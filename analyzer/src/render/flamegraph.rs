@@ -51,6 +51,25 @@ pub fn folded_groups_named(
     lines
 }
 
+/// A differential flamegraph of `diff`, as inferno's `diff-folded` writes it: one line a
+/// group, `GPU;outermost;...;innermost;API A B` with each run's bytes at its peak; inferno
+/// draws B's widths, red where B grew, blue where it shrank.
+pub fn folded_diff(view: &crate::views::diff::DiffView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for d in &view.devices {
+        for g in d.groups.iter().filter(|g| g.a_bytes > 0 || g.b_bytes > 0) {
+            let mut parts = vec![folded(&d.gpu).into_owned()];
+            let frames = stacks::folded(&g.frames);
+            if !frames.is_empty() {
+                parts.push(frames);
+            }
+            parts.push(g.api.to_string());
+            lines.push(format!("{} {} {}", parts.join(";"), g.a_bytes, g.b_bytes));
+        }
+    }
+    lines
+}
+
 /// The same for memory never freed: `groups` of one layer (a leaks view's `groups` or
 /// `tensor_groups`).
 pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
@@ -92,11 +111,14 @@ pub fn svg_of_width(
     options.name_type = "Allocated by:".into();
     // inferno sums the counts unchecked: counts of a hostile input (blocks of about 2^63
     // bytes) that cannot add up are refused here, not left to overflow there.
-    let total = lines.iter().try_fold(0u64, |sum, l| {
-        let count = l.rsplit(' ').next().and_then(|c| c.parse::<u64>().ok());
-        sum.checked_add(count.unwrap_or(0))
+    // A differential line (`stack A B`, from `diff`) has two counts: each column is summed.
+    let total = lines.iter().try_fold((0u64, 0u64), |(b, a), l| {
+        let mut counts = l.rsplit(' ').map(|c| c.parse::<u64>().ok());
+        let last = counts.next().flatten().unwrap_or(0);
+        let before = counts.next().flatten().unwrap_or(0);
+        Some((b.checked_add(last)?, a.checked_add(before)?))
     });
-    if total.is_none_or(|t| t > usize::MAX as u64) {
+    if total.is_none_or(|(b, a)| b.max(a) > usize::MAX as u64) {
         return Err("flamegraph: its bytes add up past 2^64, which no run holds: not drawn".into());
     }
     let mut out = Vec::new();

@@ -1,6 +1,7 @@
 //! Renderers: they only format views (and, for the exports, the replay's steps as they
 //! stream by). Text for the terminal, JSON, CSV, SVG, one-file HTML, Chrome trace JSON.
 
+pub mod check;
 pub mod csv;
 pub mod diff;
 pub mod escape;

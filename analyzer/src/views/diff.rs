@@ -2,10 +2,9 @@
 //! made the difference - the groups holding each run's peak, matched between the runs by
 //! their frames (never by address, which differs from run to run), largest change first.
 
+use super::gpu_figures::{per_gpu, Figures, GpuFigures};
 use super::groups::Group;
 use super::layer::{has_tensors, Layer};
-use super::peak::{self, PeakDevice};
-use super::summary::{self, RunDeviceSummary, Summary};
 use crate::run::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -33,21 +32,6 @@ pub struct DeviceDiff {
     pub difference: Differences,
     /// Every group holding either run's peak (at `layer`), largest change first.
     pub groups: Vec<GroupDiff>,
-}
-
-/// One run's figures on one GPU; each names its layer and moment.
-#[derive(Serialize, Clone, Copy, Default)]
-pub struct Figures {
-    /// The reserved layer (device memory from the driver) at its peak, and what the run's
-    /// processes still held when each ended.
-    pub peak_reserved_bytes: u64,
-    pub reserved_bytes_at_end: u64,
-    /// The allocated layer (tensors, requested bytes) at its peak; null without tensors.
-    pub peak_allocated_bytes: Option<u64>,
-    /// The device layer (the driver's whole-GPU figure) at its most, where it was taken.
-    pub peak_device_bytes: Option<u64>,
-    /// Bytes at the peak of `layer`: the groups' sum.
-    pub peak_bytes: u64,
 }
 
 #[derive(Serialize, Default)]
@@ -89,24 +73,12 @@ impl GroupDiff {
 
     /// The innermost frame that is not an operator (for PyTorch, the user's own line).
     pub fn site(&self) -> String {
-        match self.frames.iter().find(|f| f.module != "operator") {
-            Some(f) => {
-                let function = f.function.as_deref().unwrap_or(&f.module);
-                // The file's name, as the frames are shown: directories say little here.
-                let file = f.file.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p));
-                match (file, f.line) {
-                    (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
-                    (Some(file), None) => format!("{function} ({file})"),
-                    _ => function.to_string(),
-                }
-            }
-            None => self.who(),
-        }
+        super::stacks::site(self.api, &self.frames)
     }
 }
 
 /// The layer both runs can be compared at.
-fn common_layer(a: &Run, b: &Run) -> Layer {
+pub fn common_layer(a: &Run, b: &Run) -> Layer {
     if has_tensors(a) && has_tensors(b) {
         Layer::Allocated
     } else {
@@ -115,78 +87,39 @@ fn common_layer(a: &Run, b: &Run) -> Layer {
 }
 
 pub fn build(a: &Run, b: &Run) -> DiffView {
-    let layer = common_layer(a, b);
-    let (sa, sb) = (summary::build(a), summary::build(b));
-    let (pa, pb) = (
-        peak::build(a, None, Some(layer)),
-        peak::build(b, None, Some(layer)),
-    );
-    let devices_a = by_gpu(&sa, &pa.devices);
-    let devices_b = by_gpu(&sb, &pb.devices);
+    build_at(a, b, common_layer(a, b))
+}
+
+/// The diff with the groups and `peak_bytes` at `layer`.
+pub fn build_at(a: &Run, b: &Run, layer: Layer) -> DiffView {
+    let gpus_a = per_gpu(a, layer);
+    let gpus_b = per_gpu(b, layer);
     let mut devices = Vec::new();
-    for (gpu, (da, ga)) in &devices_a {
-        let Some((db, gb)) = devices_b.get(gpu) else {
+    for ga in &gpus_a {
+        let Some(gb) = gpus_b.iter().find(|g| g.gpu == ga.gpu) else {
             continue;
         };
-        let a = figures(&sa, da, *ga);
-        let b = figures(&sb, db, *gb);
         devices.push(DeviceDiff {
-            gpu: gpu.clone(),
-            difference: differences(&a, &b),
-            a,
-            b,
-            groups: group_diffs(
-                ga.map_or(&[][..], |g| &g.groups),
-                gb.map_or(&[][..], |g| &g.groups),
-            ),
+            gpu: ga.gpu.clone(),
+            difference: differences(&ga.figures, &gb.figures),
+            a: ga.figures,
+            b: gb.figures,
+            groups: group_diffs(&ga.groups, &gb.groups),
         });
     }
-    let only = |x: &Devices, y: &Devices| -> Vec<String> {
-        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+    let only = |x: &[GpuFigures], y: &[GpuFigures]| -> Vec<String> {
+        x.iter()
+            .filter(|g| !y.iter().any(|o| o.gpu == g.gpu))
+            .map(|g| g.gpu.clone())
+            .collect()
     };
     DiffView {
         format: "vramtrace-diff",
         version: super::JSON_VERSION,
         layer: layer.name(),
-        only_in_a: only(&devices_a, &devices_b),
-        only_in_b: only(&devices_b, &devices_a),
+        only_in_a: only(&gpus_a, &gpus_b),
+        only_in_b: only(&gpus_b, &gpus_a),
         devices,
-    }
-}
-
-type Devices<'s> = BTreeMap<String, (&'s RunDeviceSummary, Option<&'s PeakDevice>)>;
-
-/// A run's GPUs by label. Hosts are named only where the run spans several (one
-/// machine's `GPU 0` is compared with the other run's `GPU 0`, whatever their hosts).
-fn by_gpu<'s>(s: &'s Summary, peaks: &'s [PeakDevice]) -> Devices<'s> {
-    let hosts: std::collections::BTreeSet<&str> =
-        s.devices.iter().map(|d| d.host.as_str()).collect();
-    s.devices
-        .iter()
-        .map(|d| {
-            let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
-            let p = peaks.iter().find(|p| p.host == d.host && p.gpu == d.gpu);
-            (label, (d, p))
-        })
-        .collect()
-}
-
-fn figures(s: &Summary, d: &RunDeviceSummary, p: Option<&PeakDevice>) -> Figures {
-    // The device layer is the whole GPU's: the most any of its processes saw.
-    let peak_device_bytes = s
-        .processes
-        .iter()
-        .filter(|p| p.host == d.host)
-        .flat_map(|p| &p.devices)
-        .filter(|pd| pd.gpu == d.gpu)
-        .filter_map(|pd| pd.peak_device_bytes)
-        .max();
-    Figures {
-        peak_reserved_bytes: d.peak_reserved_bytes,
-        reserved_bytes_at_end: d.reserved_bytes_at_end,
-        peak_allocated_bytes: d.peak_requested_bytes,
-        peak_device_bytes,
-        peak_bytes: p.map_or(0, |p| p.live_bytes),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Views: what a person asks of a run, computed from the replay. Each is a plain value
 //! (serialisable as the `--json` output, keys in docs/json.md); `render/` formats them.
 
+pub mod check;
 pub mod diff;
+pub mod gpu_figures;
 pub mod groups;
 pub mod layer;
 pub mod leaks;

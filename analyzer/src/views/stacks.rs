@@ -122,6 +122,24 @@ pub fn inline(frames: &[ShownFrame]) -> String {
     out
 }
 
+/// Where a group was allocated, in a few words: its innermost frame that is not an
+/// operator (for PyTorch, the user's own line), as `function (file:line)` with the file's
+/// name alone; `who` where every frame is an operator's.
+pub fn site(api: &str, frames: &[ShownFrame]) -> String {
+    match frames.iter().find(|f| f.module != "operator") {
+        Some(f) => {
+            let function = f.function.as_deref().unwrap_or(&f.module);
+            let file = f.file.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p));
+            match (file, f.line) {
+                (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
+                (Some(file), None) => format!("{function} ({file})"),
+                _ => function.to_string(),
+            }
+        }
+        None => who(api, frames),
+    }
+}
+
 /// Who allocated, for one line of text: `api <- f (file:line) <- ...`. A tensor (a block
 /// an allocator reported, or a PyTorch snapshot's) is named by its stack alone: the
 /// annotation's name says nothing to the person reading.

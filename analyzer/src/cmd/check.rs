@@ -1,0 +1,100 @@
+//! `vramtrace check RUN --max-peak SIZE [--layer L] [--max-leaked SIZE] [--no-oom]
+//! [--device N] [--baseline A --max-growth PCT] [--junit FILE]`: exit 0 when every limit
+//! held, 1 when one broke, 2 when the run or a limit could not be read.
+
+use super::common;
+use crate::render;
+use crate::run::LoadOptions;
+use crate::units::parse_size;
+use crate::views::check::{self, CheckLayer, Limits};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// The most a GPU's peak may reach (e.g. 20GiB), at --layer.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_peak: Option<u64>,
+    /// The layer of --max-peak and --max-growth: allocated (tensors; the default where the
+    /// run has them), reserved (else the default) or device (the driver's whole-GPU figure).
+    #[arg(long, value_enum)]
+    pub layer: Option<CheckLayer>,
+    /// The most memory the run may leave never freed (tensors where it has them).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_leaked: Option<u64>,
+    /// Fail if any allocation of device memory failed.
+    #[arg(long)]
+    pub no_oom: bool,
+    /// Only this GPU (its number, as `GPU N` shows it).
+    #[arg(long, value_name = "N")]
+    pub device: Option<String>,
+    /// A run to compare with (a trace, directory, snapshot or pack), for --max-growth.
+    #[arg(long, value_name = "RUN", requires = "max_growth")]
+    pub baseline: Option<PathBuf>,
+    /// The most a GPU's peak may grow over the baseline's, in percent (e.g. 5%).
+    #[arg(long, value_name = "PCT", value_parser = parse_percent, requires = "baseline")]
+    pub max_growth: Option<f64>,
+    /// Also write the checks as JUnit XML to FILE (created 0600; never written over
+    /// unless --force).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Replace the --junit FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Print JSON (keys documented in docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// The run: trace files, a directory, a PyTorch snapshot or a pack.
+    #[arg(required = true, value_name = "RUN")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `5%`, `5`, `0.5%`: a percentage.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let n = s.trim().trim_end_matches('%').trim();
+    match n.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("invalid percentage {s:?}: use e.g. 5% or 0.5")),
+    }
+}
+
+pub fn check(args: CheckArgs) -> Result<i32, String> {
+    if args.max_peak.is_none()
+        && args.max_leaked.is_none()
+        && !args.no_oom
+        && args.max_growth.is_none()
+    {
+        return Err("check: give at least one limit (--max-peak, --max-leaked, --no-oom, --baseline with --max-growth)".into());
+    }
+    if let Some(j) = &args.junit {
+        common::check_output(j, args.force)?;
+    }
+    let run = match common::load(&args.paths, LoadOptions::default(), |_| {})? {
+        Ok(run) => run,
+        Err(_) => return Ok(2),
+    };
+    let baseline = match &args.baseline {
+        Some(b) => match common::load(std::slice::from_ref(b), LoadOptions::default(), |_| {})? {
+            Ok(run) => Some(run),
+            Err(_) => return Ok(2),
+        },
+        None => None,
+    };
+    let limits = Limits {
+        max_peak: args.max_peak,
+        layer: args.layer,
+        max_leaked: args.max_leaked,
+        no_oom: args.no_oom,
+        device: args.device.clone(),
+        max_growth_percent: args.max_growth,
+    };
+    let view = check::build(&run, baseline.as_ref(), &limits);
+    if let Some(j) = &args.junit {
+        common::write(j, &render::check::junit(&view), args.force)?;
+    }
+    if args.json {
+        common::print(&render::json(&view))?;
+    } else {
+        common::print(&render::check::text(&view))?;
+    }
+    Ok(if view.broken > 0 { 1 } else { 0 })
+}
