@@ -130,6 +130,10 @@ fn the_demo_says_out_of_memory_first_and_who_held_it() {
         "{summary}"
     );
 
+    // A figure "at the end" read as a contradiction: the GPU's after its processes exited
+    // beside the process's when it ended. Each says its moment.
+    assert!(!summary.contains(" at the end"), "{summary}");
+
     // The exact bytes, where the JSON has them.
     let json = vramtrace_tests::harness::summary_of(&traces);
     assert_eq!(

@@ -31,7 +31,7 @@ pub fn text(s: &Summary) -> String {
         let label = t(&label);
         let _ = writeln!(
             o,
-            "{label}: peak {} reserved at {}; {} at the run's end (exited processes hold nothing){}",
+            "{label}: peak {} reserved at {}; {} at the run's end, once exited processes gave theirs back{}",
             units::bytes(d.peak_reserved_bytes),
             units::when(s.start_unix_ns, d.peak_time_ns),
             units::bytes(d.reserved_bytes_at_end),
