@@ -157,9 +157,9 @@ fn peak(o: &mut String, s: &Summary, failed: u64, oom: bool, many_hosts: bool) {
         })
         .unwrap_or_default();
     let failures = match (oom, failed) {
-        (true, _) => "",
-        (false, 0) => " No allocation failed.",
-        (false, _) => " Allocations failed.",
+        (true, _) => String::new(),
+        (false, 0) => " No allocation failed.".into(),
+        (false, n) => format!(" {} failed.", units::count(n, "allocation")),
     };
     let _ = writeln!(
         o,
