@@ -1,12 +1,23 @@
 //! `vramtrace`: trace a command's GPU memory, then explain it.
 
 use clap::{Parser, Subcommand};
+use std::sync::LazyLock;
 use vramtrace_analyzer::cmd;
+
+/// `--version`: the release, and the trace format it writes and reads (up to that
+/// version; docs/trace-format.md), which says whether a trace from another build reads.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (trace format {})",
+        env!("CARGO_PKG_VERSION"),
+        vramtrace_schema::FORMAT_VERSION
+    )
+});
 
 #[derive(Parser)]
 #[command(
     name = "vramtrace",
-    version,
+    version = VERSION.as_str(),
     about = "GPU memory profiler: peak, leaks and out-of-memory post-mortems for CUDA programs"
 )]
 struct Cli {
@@ -28,7 +39,8 @@ struct Cli {
 enum Command {
     /// Run a command with every device-memory allocation traced.
     Run(cmd::run::RunArgs),
-    /// Peak, leaks and failed allocations of a run, per process and device.
+    /// Whether a run ran out of memory and who held it, its peak, its leaks; then per GPU
+    /// and process.
     Summary(cmd::summary::SummaryArgs),
     /// Live bytes over time: CSV, JSON, SVG.
     Timeline(cmd::timeline::TimelineArgs),

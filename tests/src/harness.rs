@@ -272,8 +272,9 @@ impl Outcome {
 
 /// Removes from `cmd`'s environment what would change a traced run if the shell running
 /// the tests had it set: every `VRAMTRACE_*` setting, the variables a trace records
-/// ([`vramtrace_schema::ENV_KEYS`]), the allocator settings, and `LD_PRELOAD`. Tests set
-/// what they need after this.
+/// ([`vramtrace_schema::ENV_KEYS`]), the allocator settings, and `LD_PRELOAD`; and asks
+/// the workloads for their ground truth ([`crate::truth::ENV`]). Tests set what they need
+/// after this.
 pub fn clean_env(cmd: &mut Command) -> &mut Command {
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("VRAMTRACE_") {
@@ -285,6 +286,7 @@ pub fn clean_env(cmd: &mut Command) -> &mut Command {
     }
     cmd.env_remove("PYTORCH_ALLOC_CONF")
         .env_remove("LD_PRELOAD")
+        .env(crate::truth::ENV, "1")
 }
 
 /// Runs `cmd` to its end, or kills it after `limit` and fails: a hang is a deadlock.

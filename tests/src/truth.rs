@@ -1,10 +1,14 @@
-//! Ground truth as the workloads print it (`VRAMTRACE_TRUTH {json}` on stdout), written by
-//! Rust workloads and read by the tests.
+//! Ground truth as the workloads print it (`VRAMTRACE_TRUTH {json}` on stdout, when
+//! [`ENV`] is set), written by Rust workloads and read by the tests.
 
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 pub const PREFIX: &str = "VRAMTRACE_TRUTH ";
+
+/// Set (to `1`) by the tests, for which the truth is meant: without it, workloads print
+/// none, so that the demo's user sees only what the program says (tests/workloads/truth.h).
+pub const ENV: &str = "WORKLOAD_TRUTH";
 
 /// Calls made by one single-threaded workload, counted by the workload itself.
 pub struct Truth {
@@ -51,6 +55,9 @@ impl Truth {
     }
 
     pub fn print(&self) {
+        if std::env::var_os(ENV).is_none_or(|v| v.is_empty() || v == "0") {
+            return;
+        }
         let calls: Vec<Value> = self
             .calls
             .iter()

@@ -74,6 +74,34 @@ fn run_takes_the_command_without_dashes_and_reads_g_as_gib() {
     assert_eq!(peak_of(&run.summary()), truth_peak(&run));
 }
 
+/// `--version` names the release and the trace format, as the traces this build writes
+/// carry it in their first line.
+#[test]
+fn version_names_the_release_and_the_trace_format_its_traces_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    demo_into(dir.path(), &["--sim-capacity", "24GiB"]);
+    let trace = vramtrace_tests::harness::trace_paths(dir.path())
+        .pop()
+        .expect("the demo left a trace");
+    let text = std::fs::read_to_string(trace).unwrap();
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let format = header["version"]
+        .as_u64()
+        .expect("the header has a version");
+    for flag in ["--version", "-V"] {
+        let out = Command::new(vramtrace()).arg(flag).output().unwrap();
+        assert!(out.status.success(), "{flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!(
+                "vramtrace {} (trace format {format})",
+                env!("CARGO_PKG_VERSION")
+            ),
+            "{flag}"
+        );
+    }
+}
+
 #[test]
 fn a_simulated_card_of_no_memory_is_refused() {
     for size in ["0", "0G", "0.0001"] {

@@ -14,7 +14,7 @@
 
 struct call {
     const char *api, *op;
-    unsigned long long count, failed, bytes;
+    unsigned long long count, failed, bytes, failed_bytes;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,6 +26,9 @@ static int max_device;
 static size_t (*meminfo)[2];
 static size_t nmeminfo;
 static int threads, generation, printed;
+/* Whether to print at all: read once at load, before any thread of the workload can
+ * change the environment (env_race does, without pause). */
+static int wanted;
 /* Calls a runtime answers itself, never reaching the driver (cudaFree(NULL)): a static
  * runtime shows no event for them. */
 static int runtime_only_calls;
@@ -36,6 +39,11 @@ static struct {
     long long live, peak;
 } locations[MAX_LOCATIONS];
 static int nlocations;
+
+__attribute__((constructor)) static void truth_wanted(void) {
+    const char *v = getenv("WORKLOAD_TRUTH");
+    wanted = v && *v && strcmp(v, "0");
+}
 
 void truth_runtime_only(void) { __atomic_add_fetch(&runtime_only_calls, 1, __ATOMIC_RELAXED); }
 
@@ -101,7 +109,10 @@ void truth_call(const char *api, const char *op, int ok, unsigned long long byte
     struct call *e = entry_for(api, op);
     __atomic_add_fetch(&e->count, 1, __ATOMIC_RELAXED);
     if (ok) __atomic_add_fetch(&e->bytes, bytes, __ATOMIC_RELAXED);
-    else __atomic_add_fetch(&e->failed, 1, __ATOMIC_RELAXED);
+    else {
+        __atomic_add_fetch(&e->failed, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&e->failed_bytes, bytes, __ATOMIC_RELAXED);
+    }
 }
 
 void truth_meminfo(size_t free_bytes, size_t total) {
@@ -192,7 +203,7 @@ static void print_devices(FILE *f, const char *key, const long long *v) {
 /* Built in memory and written with one call, so that no other output can split it. */
 void truth_print(void) {
     pthread_mutex_lock(&lock);
-    if (printed) {
+    if (printed || !wanted) {
         pthread_mutex_unlock(&lock);
         return;
     }
@@ -203,8 +214,10 @@ void truth_print(void) {
     fprintf(f, "VRAMTRACE_TRUTH {\"workload\":\"%s\",\"pid\":%d,\"ppid\":%d,\"calls\":[", workload,
             (int)getpid(), (int)getppid());
     for (int i = 0; i < ncalls; i++)
-        fprintf(f, "%s{\"api\":\"%s\",\"op\":\"%s\",\"count\":%llu,\"failed\":%llu,\"bytes\":%llu}", i ? "," : "",
-                calls[i].api, calls[i].op, calls[i].count, calls[i].failed, calls[i].bytes);
+        fprintf(f,
+                "%s{\"api\":\"%s\",\"op\":\"%s\",\"count\":%llu,\"failed\":%llu,\"bytes\":%llu,\"failed_bytes\":%llu}",
+                i ? "," : "", calls[i].api, calls[i].op, calls[i].count, calls[i].failed, calls[i].bytes,
+                calls[i].failed_bytes);
     fputc(']', f);
     print_devices(f, "peak_live_bytes", peak_lower);
     print_devices(f, "live_bytes_at_end", lower);

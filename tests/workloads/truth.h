@@ -1,10 +1,13 @@
-/* Ground truth that every workload keeps about itself and prints as its last stdout line:
+/* Ground truth that every workload keeps about itself and prints as its last stdout line
+ * when WORKLOAD_TRUTH is set (the tests set it; a person running the demo does not, and
+ * sees only what the program itself says):
  *
  *   VRAMTRACE_TRUTH {"workload":..,"pid":..,"ppid":..,"calls":[{"api","op","count","failed",
- *   "bytes"}..],"peak_live_bytes":{"0":..},"live_bytes_at_end":{"0":..},
+ *   "bytes","failed_bytes"}..],"peak_live_bytes":{"0":..},"live_bytes_at_end":{"0":..},
  *   "peak_live_bytes_upper":{"0":..},"meminfo":[{"free","total"}..],"threads":..,
  *   "location_peak_bytes":{"host":..},"location_bytes_at_end":{"host":..}}
  *
+ * `bytes` sums what successful calls took, `failed_bytes` what failed calls asked for.
  * Live bytes are device memory the workload holds (never pinned host memory, never the
  * context). Memory that lives elsewhere (host and managed pools, host cuMemCreate) is
  * counted by location name ("host", "host_numa", "managed"), only where a workload says

@@ -13,6 +13,7 @@ pub mod perfetto;
 pub mod plot;
 pub mod report;
 pub mod summary;
+mod summary_verdict;
 pub mod svg;
 
 use serde::Serialize;

@@ -1,8 +1,9 @@
 //! `summary` as text: one screen.
 
 use super::escape::terminal as t;
-use crate::model::DriverSource;
+use super::summary_verdict::{driver_said, group_line};
 use crate::units;
+use crate::views::ending::Ending;
 use crate::views::preallocation;
 use crate::views::summary::{ProcessSummary, Summary};
 use std::fmt::Write;
@@ -13,6 +14,8 @@ const TOP_GROUPS: usize = 5;
 pub fn text(s: &Summary) -> String {
     let mut out = String::new();
     let o = &mut out;
+    super::summary_verdict::lines(o, s);
+    let _ = writeln!(o);
     let many = s.processes.len() > 1;
     let hosts: std::collections::BTreeSet<&str> =
         s.processes.iter().map(|p| p.host.as_str()).collect();
@@ -28,7 +31,7 @@ pub fn text(s: &Summary) -> String {
         let label = t(&label);
         let _ = writeln!(
             o,
-            "{label}: peak {} reserved at {}, {} at the end{}",
+            "{label}: peak {} reserved at {}; {} at the run's end, once exited processes gave theirs back{}",
             units::bytes(d.peak_reserved_bytes),
             units::when(s.start_unix_ns, d.peak_time_ns),
             units::bytes(d.reserved_bytes_at_end),
@@ -54,13 +57,7 @@ pub fn text(s: &Summary) -> String {
             } else {
                 String::new()
             };
-            let _ = writeln!(
-                o,
-                "  {:>12}  {:>14}  {}{who}",
-                units::bytes(g.bytes),
-                units::count(g.blocks, unit),
-                t(&g.who())
-            );
+            group_line(o, "  ", g, unit, &who);
         }
     }
     if many {
@@ -124,20 +121,15 @@ pub fn text(s: &Summary) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 o,
-                "  device {}: peak {} reserved at {}, {} at the end{tensors}",
+                "  device {}: peak {} reserved at {}; {} still reserved {}{tensors}",
                 d.device,
                 units::bytes(d.peak_reserved_bytes),
                 units::seconds(d.peak_time_ns),
-                units::bytes(d.reserved_bytes_at_end)
+                units::bytes(d.reserved_bytes_at_end),
+                Ending::of_process(p).when()
             );
             for g in d.at_peak.iter().take(TOP_GROUPS) {
-                let _ = writeln!(
-                    o,
-                    "    {:>12}  {:>13}  {}",
-                    units::bytes(g.bytes),
-                    units::count(g.blocks, "block"),
-                    t(&g.who())
-                );
+                group_line(o, "    ", g, "block", "");
             }
             if let Some(n) = preallocation::of(&s.preallocations, p.pid, d.device) {
                 let _ = writeln!(o, "    note: {}", n.note());
@@ -152,33 +144,19 @@ pub fn text(s: &Summary) -> String {
         }
         locations(o, p);
         for f in &p.failures {
-            // Who said so, as `oom` says it: the figure is the same by one rule.
-            let said = match f.driver_figure {
-                Some(DriverSource::Probe) => "the driver reported right after it",
-                Some(DriverSource::Pytorch) => "PyTorch saw at it",
-                _ => "the driver last reported",
-            };
-            let driver = match (f.driver_free_bytes, f.driver_total_bytes) {
-                (Some(free), Some(total)) => format!(
-                    "; {said} {} free of {}",
-                    units::bytes(free),
-                    units::bytes(total)
-                ),
-                (Some(free), None) => format!("; {said} {} free", units::bytes(free)),
-                _ => String::new(),
-            };
             let place = match f.location {
                 Some(l) => format!("of {l} memory"),
                 None => format!("on device {}", f.device),
             };
             let _ = writeln!(
                 o,
-                "  FAILED at {}: {} of {} {place} -> {}; this process held {}{driver}",
+                "  FAILED at {}: {} of {} {place} -> {}; this process then held {} reserved there{}",
                 units::seconds(f.time_ns),
                 f.api,
                 units::bytes(f.requested_bytes),
                 f.result_name,
-                units::bytes(f.reserved_bytes)
+                units::bytes(f.reserved_bytes),
+                driver_said(f)
             );
         }
         if let Some(e) = &p.error {

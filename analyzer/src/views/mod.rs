@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod ending;
 pub mod gpu_figures;
 pub mod groups;
 pub mod layer;

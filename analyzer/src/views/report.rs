@@ -5,6 +5,7 @@
 //! when the program died (killed, or ended by a failed allocation) or when a snapshot
 //! was dumped.
 
+use super::ending::Ending;
 use super::groups::Group;
 use super::layer::Layer;
 use super::leaks::{LeakGroup, Leaks};
@@ -13,7 +14,6 @@ use super::oom::OomView;
 use super::plot::DevicePlot;
 use super::summary::Summary;
 use crate::run::devices::gpu_label;
-use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use crate::units::{self, bytes};
 use serde::Serialize;
 
@@ -74,7 +74,7 @@ pub struct AtEnd {
     pub live_at_death: Vec<EndRow>,
     pub live_at_death_bytes: u64,
     /// How the processes that held it ended ([`EndRow::ending`]), each once.
-    pub endings: Vec<&'static str>,
+    pub endings: Vec<Ending>,
 }
 
 #[derive(Serialize, Clone)]
@@ -92,41 +92,6 @@ pub struct EndRow {
     pub ending: &'static str,
     pub first_time_ns: u64,
     pub last_time_ns: u64,
-}
-
-/// How each process's trace ended, by pid.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    Exited,
-    Killed,
-    Failed,
-    Snapshot,
-}
-
-impl Ending {
-    fn of(summary: &Summary, pid: u32) -> Ending {
-        let Some(p) = summary.processes.iter().find(|p| p.pid == pid) else {
-            return Ending::Exited;
-        };
-        if p.interposer == SNAPSHOT_INTERPOSER {
-            Ending::Snapshot
-        } else if !p.complete {
-            Ending::Killed
-        } else if p.failed_allocations > 0 {
-            Ending::Failed
-        } else {
-            Ending::Exited
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Ending::Exited => "exited",
-            Ending::Killed => "killed",
-            Ending::Failed => "failed allocation",
-            Ending::Snapshot => "snapshot",
-        }
-    }
 }
 
 pub struct Inputs<'a> {
@@ -303,8 +268,8 @@ fn at_end(s: &Summary, leaks: &Leaks) -> AtEnd {
         if ending != Ending::Exited {
             out.live_at_death_bytes = out.live_at_death_bytes.saturating_add(g.bytes);
             out.live_at_death.push(row(s, g, "blocks", ending));
-            if !out.endings.contains(&ending.name()) {
-                out.endings.push(ending.name());
+            if !out.endings.contains(&ending) {
+                out.endings.push(ending);
             }
         } else if has_tensors(g.pid) {
             out.cached_bytes = out.cached_bytes.saturating_add(g.bytes);
@@ -380,22 +345,17 @@ fn verdict(
             ),
         });
     }
-    // The first of equal peaks.
-    if let Some(d) = s.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes) {
+    if let Some(super::summary::HighestPeak {
+        device: d,
+        title: highest,
+        tensors,
+    }) = s.highest_peak()
+    {
         let capacity = plots
             .iter()
             .find(|p| p.host == d.host && p.gpu == d.gpu)
             .and_then(|p| p.capacity_bytes)
             .map(|c| format!(" of {}", bytes(c)))
-            .unwrap_or_default();
-        let highest = if s.devices.len() > 1 {
-            format!("The highest peak of {} GPUs", s.devices.len())
-        } else {
-            "The peak".into()
-        };
-        let tensors = d
-            .peak_requested_bytes
-            .map(|t| format!(" ({} in tensors at their own peak)", bytes(t)))
             .unwrap_or_default();
         let failures = match (oom.failures.is_empty(), failed) {
             (true, 0) => " No allocation failed.".to_string(),
@@ -426,24 +386,7 @@ fn verdict(
     } else {
         "Nothing leaked".into()
     };
-    let died = if end.live_at_death_bytes > 0 {
-        let when: Vec<&str> = end
-            .endings
-            .iter()
-            .map(|e| match *e {
-                "killed" => "when its process was killed",
-                "snapshot" => "when the snapshot was taken",
-                _ => "when the program ended after its failed allocation",
-            })
-            .collect();
-        format!(
-            "; {} was still live {} (not a leak)",
-            bytes(end.live_at_death_bytes),
-            when.join(" or ")
-        )
-    } else {
-        String::new()
-    };
+    let died = super::ending::not_a_leak(end.live_at_death_bytes, &end.endings, "live");
     let end_sentence = format!("{leaked}{died}.");
     // Without a failure, a leak is the news.
     if oom.failures.is_empty() && end.leaked_bytes > 0 {

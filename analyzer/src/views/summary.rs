@@ -134,6 +134,15 @@ pub struct FailureSummary {
     pub driver_free_bytes: Option<u64>,
     pub driver_total_bytes: Option<u64>,
     pub driver_figure: Option<crate::model::DriverSource>,
+    /// Who held the process's memory on that device at the failure, largest first: its
+    /// tensors where it has them (and `--layer reserved` was not asked), else its blocks.
+    /// The text's verdict names them; not in the JSON, whose keys stay those of
+    /// docs/json.md (`oom --json` has them, as `live_groups` and `tensor_groups`).
+    #[serde(skip)]
+    pub held: Vec<Group>,
+    /// `tensor` or `block`: what [`Self::held`] counts.
+    #[serde(skip)]
+    pub held_unit: &'static str,
 }
 
 #[derive(Serialize)]
@@ -157,6 +166,40 @@ pub struct RunDeviceSummary {
     pub tensors_at_peak: Vec<Group>,
 }
 
+/// The GPU with the highest peak (the first of equal ones), as the verdicts of `summary`
+/// and `report` name it.
+pub struct HighestPeak<'a> {
+    pub device: &'a RunDeviceSummary,
+    /// `The peak`, or `The highest peak of 4 GPUs`.
+    pub title: String,
+    /// ` (3.0 GiB in tensors at their own peak)` where tensors are known, else empty.
+    pub tensors: String,
+}
+
+impl Summary {
+    pub fn highest_peak(&self) -> Option<HighestPeak<'_>> {
+        let device = self
+            .devices
+            .iter()
+            .rev()
+            .max_by_key(|d| d.peak_reserved_bytes)?;
+        let title = if self.devices.len() > 1 {
+            format!("The highest peak of {} GPUs", self.devices.len())
+        } else {
+            "The peak".into()
+        };
+        let tensors = device
+            .peak_requested_bytes
+            .map(|t| format!(" ({} in tensors at their own peak)", crate::units::bytes(t)))
+            .unwrap_or_default();
+        Some(HighestPeak {
+            device,
+            title,
+            tensors,
+        })
+    }
+}
+
 /// Device memory still held at the end: (blocks, bytes).
 pub fn leaked(p: &ProcessModel) -> (u64, u64) {
     p.live_blocks()
@@ -175,7 +218,7 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Summary {
         .processes
         .iter()
         .enumerate()
-        .map(|(i, p)| process(run, i, p))
+        .map(|(i, p)| process(run, i, p, layer))
         .collect();
     let devices = run
         .devices
@@ -229,7 +272,7 @@ fn cut_by(p: &ProcessModel) -> Option<String> {
     p.notes.end.as_ref()?.write_failure().map(str::to_string)
 }
 
-fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
+fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> ProcessSummary {
     let (leaked_blocks, leaked_bytes) = leaked(p);
     ProcessSummary {
         pid: p.header.pid,
@@ -297,20 +340,39 @@ fn process(run: &Run, i: usize, p: &ProcessModel) -> ProcessSummary {
         failures: p
             .failures
             .iter()
-            .map(|f| FailureSummary {
-                time_ns: run.time_of(i, f.event.t),
-                api: f.event.api.name(),
-                location: f.event.loc.off_device(f.event.kind()).map(|l| l.name()),
-                device: f.event.dev,
-                requested_bytes: f.requested,
-                result: f.event.res,
-                result_name: errors::name(f.event.api, f.event.res),
-                reserved_bytes: f.reserved_on_device,
-                driver_free_bytes: f.driver_at_failure().map(|d| d.free),
-                driver_total_bytes: f.driver_at_failure().and_then(|d| d.total),
-                driver_figure: f.driver_at_failure().map(|d| d.source),
+            .map(|f| {
+                let (held, held_unit) = held_at(p, f, layer);
+                FailureSummary {
+                    time_ns: run.time_of(i, f.event.t),
+                    api: f.event.api.name(),
+                    location: f.event.loc.off_device(f.event.kind()).map(|l| l.name()),
+                    device: f.event.dev,
+                    requested_bytes: f.requested,
+                    result: f.event.res,
+                    result_name: errors::name(f.event.api, f.event.res),
+                    reserved_bytes: f.reserved_on_device,
+                    driver_free_bytes: f.driver_at_failure().map(|d| d.free),
+                    driver_total_bytes: f.driver_at_failure().and_then(|d| d.total),
+                    driver_figure: f.driver_at_failure().map(|d| d.source),
+                    held,
+                    held_unit,
+                }
             })
             .collect(),
+    }
+}
+
+/// Who held the memory at failure `f`, at the layer the text shows, and its unit.
+fn held_at(
+    p: &ProcessModel,
+    f: &crate::model::Failure,
+    layer: Option<Layer>,
+) -> (Vec<Group>, &'static str) {
+    let tensors = groups::of_process(p, &f.tensors);
+    if layer == Some(Layer::Reserved) || tensors.is_empty() {
+        (groups::of_process(p, &f.groups), "block")
+    } else {
+        (tensors, "tensor")
     }
 }
 
