@@ -1,6 +1,6 @@
 //! `vramtrace`: trace a command's GPU memory, then explain it.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::sync::LazyLock;
 use vramtrace_analyzer::cmd;
 
@@ -68,6 +68,10 @@ enum Command {
     /// Replay a snapshot's history through a model of PyTorch's caching allocator, under
     /// other settings or on a smaller card.
     Whatif(cmd::whatif::WhatifArgs),
+    /// A shell completion script, from the command line's own definition.
+    Completions(cmd::completions::CompletionsArgs),
+    /// The manual pages (roff), from the command line's own definition.
+    Man(cmd::completions::ManArgs),
 }
 
 fn main() {
@@ -89,6 +93,8 @@ fn main() {
         Command::Snapshot(args) => cmd::snapshot::snapshot(args),
         Command::Pack(args) => cmd::pack::pack(args),
         Command::Whatif(args) => cmd::whatif::whatif(args),
+        Command::Completions(args) => cmd::completions::completions(Cli::command(), args),
+        Command::Man(args) => cmd::completions::man(Cli::command(), args),
     };
     // process::exit runs no destructors: unpacked packs are removed here.
     vramtrace_analyzer::pack::cleanup_at_exit();

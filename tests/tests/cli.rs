@@ -102,6 +102,64 @@ fn version_names_the_release_and_the_trace_format_its_traces_carry() {
     }
 }
 
+/// The subcommands `vramtrace --help` lists.
+fn subcommands() -> Vec<String> {
+    let help = Command::new(vramtrace()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    help.split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    let commands = subcommands();
+    assert!(commands.len() > 10, "{commands:?}");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(vramtrace())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for c in &commands {
+            assert!(script.contains(c.as_str()), "{shell} completions lack {c}");
+        }
+        assert!(script.contains("max-peak"), "{shell}: check's options");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let man = |extra: &[&str]| {
+        Command::new(vramtrace())
+            .args(["man", "-o"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(man(&[]).status.success());
+    use std::os::unix::fs::PermissionsExt;
+    for c in std::iter::once("vramtrace".to_string())
+        .chain(commands.iter().map(|c| format!("vramtrace-{c}")))
+    {
+        let page = dir.path().join(format!("{c}.1"));
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+        assert!(text.contains(".TH"), "{page:?} is not a man page");
+        let mode = std::fs::metadata(&page).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{page:?}");
+    }
+    // Never written over without --force.
+    assert_eq!(man(&[]).status.code(), Some(2));
+    assert!(man(&["--force"]).status.success());
+}
+
 #[test]
 fn a_simulated_card_of_no_memory_is_refused() {
     for size in ["0", "0G", "0.0001"] {

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod common;
+pub mod completions;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;
