@@ -130,15 +130,26 @@ fn a_directory_of_rank_snapshots_gives_a_table_of_ranks() {
     let out = common::vramtrace_ok(&["summary", path]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("<- highest peak"), "{text}");
-    // Each history began after the first segment and its two tensors: said on stderr.
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    // Each history began after the first segment and its two tensors: said once per
+    // device in the summary, and not on stderr (the normal case for a snapshot).
     assert_eq!(
-        stderr
-            .matches("the history does not reach back to the start: 1 segment and 2 tensors")
+        text.matches("its history begins after the start (1 segment and 2 tensors")
             .count(),
         2,
-        "{stderr}"
+        "{text}"
     );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("history"), "{stderr}");
+    let json = common::vramtrace_ok(&["summary", "--json", path]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    for p in json["processes"].as_array().unwrap() {
+        let b = &p["devices"][0]["before_history"];
+        assert_eq!(
+            (b["segments"].as_u64(), b["tensors"].as_u64()),
+            (Some(1), Some(2)),
+            "{b}"
+        );
+    }
     // The other views read the same directory.
     for view in [&["peak"][..], &["oom"], &["leaks"], &["timeline"]] {
         common::vramtrace_ok(&[view, &[path]].concat());

@@ -69,6 +69,11 @@ fn check_fails_exactly_when_a_limit_is_broken() {
     let out = check(&["--max-leaked", &leaked.to_string()], &held);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
+    // A GPU the run does not have checks nothing: that is a failure, not a pass.
+    let out = check(&["--max-peak", &at, "--device", "7"], &a);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("no GPU 7"), "{}", text(&out));
+
     // No limit at all is a usage error, not a pass.
     assert_eq!(check(&[], &a).status.code(), Some(2));
 }
@@ -90,6 +95,10 @@ fn no_oom_fails_a_run_that_ran_out_and_junit_says_so() {
     let out = check(&["--no-oom", "--junit", junit.to_str().unwrap()], &demo);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("failed allocation"), "{}", text(&out));
+    // What the demo still held when it ended on its failed allocation is not a leak (as
+    // summary says), so --max-leaked 0 holds.
+    let out = check(&["--max-leaked", "0"], &demo);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     // Valid XML, one failure, as Python's own parser reads it; created 0600.
     let script = "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); \
                   s = d.getElementsByTagName('testsuite')[0]; \

@@ -13,9 +13,10 @@ pub fn text(v: &CheckView) -> String {
         let status = if c.broken { "FAIL" } else { "ok  " };
         let _ = writeln!(o, "{status} {}", t(&c.message));
     }
+    let n = crate::units::count(v.checks.len() as u64, "limit");
     let _ = match v.broken {
-        0 => writeln!(o, "all {} limits held", v.checks.len()),
-        n => writeln!(o, "{n} of {} limits broken", v.checks.len()),
+        0 => writeln!(o, "held: {n}"),
+        b => writeln!(o, "broken: {b} of {n}"),
     };
     o
 }

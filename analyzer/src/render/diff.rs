@@ -24,7 +24,8 @@ fn layer_words(layer: &str) -> &'static str {
 }
 
 /// The one line a reader needs first.
-fn verdict(d: &DeviceDiff, layer: &str) -> String {
+fn verdict(d: &DeviceDiff) -> String {
+    let layer = d.layer;
     let (a, b) = (d.a.peak_bytes, d.b.peak_bytes);
     let diff = d.difference.peak_bytes;
     let words = layer_words(layer);
@@ -40,13 +41,27 @@ fn verdict(d: &DeviceDiff, layer: &str) -> String {
         0 => String::new(),
         _ => format!(" ({:.0}%)", (diff.abs() as f64) * 100.0 / a as f64),
     };
-    let top = d
-        .groups
-        .iter()
-        .find(|g| g.change != Change::Same)
+    // The largest change, and where it has no stack (tensors from before a snapshot's
+    // history) the largest that has one after it: that is code to look at.
+    let mut changed = d.groups.iter().filter(|g| g.change != Change::Same);
+    let top = changed
+        .next()
         .map(|g| {
+            let then = match g.frames.is_empty() {
+                true => changed
+                    .find(|x| !x.frames.is_empty())
+                    .map(|x| {
+                        format!(
+                            ", then {} from {}",
+                            signed(x.difference_bytes),
+                            t(&x.site())
+                        )
+                    })
+                    .unwrap_or_default(),
+                false => String::new(),
+            };
             format!(
-                "; the largest change: {} from {}",
+                "; the largest change: {} from {}{then}",
                 signed(g.difference_bytes),
                 t(&g.site())
             )
@@ -64,7 +79,7 @@ fn verdict(d: &DeviceDiff, layer: &str) -> String {
 pub fn text(v: &DiffView, limit: usize) -> String {
     let mut o = String::new();
     for d in &v.devices {
-        let _ = writeln!(o, "{}", verdict(d, v.layer));
+        let _ = writeln!(o, "{}", verdict(d));
     }
     if v.devices.is_empty() {
         let _ = writeln!(o, "the two runs used no GPU in common");
@@ -99,7 +114,7 @@ pub fn text(v: &DiffView, limit: usize) -> String {
                 Some(d.difference.peak_reserved_bytes),
             ),
             (
-                "reserved when each process ended",
+                "reserved at the run's end",
                 units::bytes(d.a.reserved_bytes_at_end),
                 units::bytes(d.b.reserved_bytes_at_end),
                 Some(d.difference.reserved_bytes_at_end),
@@ -158,7 +173,11 @@ pub fn text(v: &DiffView, limit: usize) -> String {
             let _ = writeln!(o, "  none: every group holds the same bytes in both");
         }
         if same > 0 {
-            let _ = writeln!(o, "  {same} groups the same in both");
+            let _ = writeln!(
+                o,
+                "  {} the same in both",
+                units::count(same as u64, "group")
+            );
         }
     }
     o

@@ -128,6 +128,17 @@ pub fn text(s: &Summary) -> String {
                 units::bytes(d.reserved_bytes_at_end),
                 Ending::of_process(p).when()
             );
+            if let Some(b) = d.before_history {
+                // Said here once, where the figures are rebuilt: the normal case for a
+                // snapshot, not a warning on every command.
+                let _ = writeln!(
+                    o,
+                    "    its history begins after the start ({} and {} alive before its first entry, {} reserved): those are counted from the snapshot's final segments",
+                    units::count(b.segments as u64, "segment"),
+                    units::count(b.tensors as u64, "tensor"),
+                    units::bytes(b.reserved_bytes)
+                );
+            }
             for g in d.at_peak.iter().take(TOP_GROUPS) {
                 group_line(o, "    ", g, "block", "");
             }

@@ -275,18 +275,8 @@ impl SnapshotEvents {
         let path = self.path.display();
         for c in &self.devices {
             f.windows.push((c.dev, c.window));
-            let w = c.window;
-            if w.entries > 0 && (w.segments > 0 || w.tensors > 0) {
-                // A ring buffer that wrapped, or recording turned on late: the views
-                // still count what was alive before, from the final segments.
-                f.notes.push(format!(
-                    "note: {path}: device {}: the history does not reach back to the start: {} and {} were alive before its first entry ({} of them freed inside it, with no stack)",
-                    c.dev,
-                    crate::units::count(w.segments as u64, "segment"),
-                    crate::units::count(w.tensors as u64, "tensor"),
-                    w.freed_inside
-                ));
-            }
+            // What was alive before the history is the normal case (PyTorch keeps a
+            // bounded history): `summary` says it once (`before_history`), not stderr.
             f.failures.push((c.dev, c.shapes.clone()));
             if let Some(end) = c.end_shape {
                 f.ends.push((c.dev, end));

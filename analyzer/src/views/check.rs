@@ -4,6 +4,7 @@
 
 use super::gpu_figures::{per_gpu, GpuFigures};
 use super::layer::{has_tensors, Layer};
+use super::stacks::ShownFrame;
 use crate::run::Run;
 use crate::units::bytes;
 use serde::Serialize;
@@ -94,7 +95,7 @@ fn peak_at(g: &GpuFigures, l: CheckLayer) -> Option<u64> {
 /// first; where the most is held without a stack (a snapshot's tensors allocated before
 /// its history), the largest with one is named after it, since that is code to look at.
 fn top_site<'g>(
-    mut held: impl Iterator<Item = (&'g str, &'g [super::stacks::ShownFrame], u64)>,
+    mut held: impl Iterator<Item = (&'g str, &'g [ShownFrame], u64)>,
 ) -> Option<String> {
     let (api, frames, b) = held.next()?;
     let first = format!("{}: {}", super::stacks::site(api, frames), bytes(b));
@@ -111,9 +112,41 @@ fn top_site<'g>(
     }
 }
 
-/// [`top_site`] of a GPU's groups at its peak.
+/// [`top_site`] of a GPU's groups at its peak, each call site's processes summed.
 fn top_of(g: &GpuFigures) -> Option<String> {
-    top_site(g.groups.iter().map(|x| (x.api, &x.frames[..], x.bytes)))
+    let mut by: std::collections::BTreeMap<(&str, String), (&str, &[ShownFrame], u64)> =
+        Default::default();
+    for x in &g.groups {
+        let e = by
+            .entry((x.api, serde_json::to_string(&x.frames).unwrap_or_default()))
+            .or_insert((x.api, &x.frames[..], 0));
+        e.2 = e.2.saturating_add(x.bytes);
+    }
+    let mut held: Vec<_> = by.into_values().collect();
+    held.sort_by_key(|h| std::cmp::Reverse(h.2));
+    top_site(held.into_iter())
+}
+
+/// A GPU's label, as every view shows it, for the device ordinal `dev` of process `p`.
+fn gpu_of(p: &crate::model::ProcessModel, dev: i32) -> String {
+    crate::run::DeviceId::of(&p.header, dev).gpu
+}
+
+/// A limit on GPUs that no GPU of the run answers: broken, since it checked nothing.
+fn no_gpu(limit: &'static str, allowed: f64, device: Option<&str>) -> Check {
+    let which = device.map_or("no GPU".to_string(), |d| format!("no GPU {d}"));
+    Check {
+        limit,
+        gpu: device.map(|d| format!("GPU {d}")),
+        broken: true,
+        measured: None,
+        allowed,
+        call_site: None,
+        message: format!(
+            "--{}: the run has {which}, so nothing was checked",
+            limit.replace('_', "-")
+        ),
+    }
 }
 
 pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
@@ -123,9 +156,13 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
         .filter(|g| limits.device.as_ref().is_none_or(|d| &g.ordinal == d))
         .collect();
     let mut checks = Vec::new();
+    let device = limits.device.as_deref();
     if let Some(max) = limits.max_peak {
         for g in &gpus {
             checks.push(max_peak(g, layer, max));
+        }
+        if gpus.is_empty() {
+            checks.push(no_gpu("max_peak", max as f64, device));
         }
     }
     if let Some(max) = limits.max_leaked {
@@ -137,6 +174,24 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
     if let (Some(base), Some(max)) = (baseline, limits.max_growth_percent) {
         for g in &gpus {
             checks.push(max_growth(run, base, g, layer, max));
+        }
+        if gpus.is_empty() {
+            checks.push(no_gpu("max_growth", max, device));
+        }
+    }
+    for (r, which) in [(Some(run), "the run"), (baseline, "the baseline")] {
+        if r.is_some_and(|r| !r.complete()) {
+            checks.push(Check {
+                limit: "readable",
+                gpu: None,
+                broken: true,
+                measured: None,
+                allowed: 0.0,
+                call_site: None,
+                message: format!(
+                    "{which} could not be read completely (what went wrong is on stderr): its figures may fall short"
+                ),
+            });
         }
     }
     CheckView {
@@ -200,32 +255,51 @@ fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64) -> Check {
 
 fn max_leaked(run: &Run, limits: &Limits, max: u64) -> Check {
     let leaks = super::leaks::build(run);
+    let summary = super::summary::build(run);
     let tensors = leaks.layer == "allocated";
     let groups = if tensors {
         &leaks.tensor_groups
     } else {
         &leaks.groups
     };
-    let on_device = |d: i32| limits.device.as_ref().is_none_or(|x| *x == d.to_string());
-    let held: Vec<_> = groups
+    // A leak is memory a process that exited normally never freed; what a killed process,
+    // one that ended on its failed allocation or a snapshot still held is the state then
+    // (as `summary` says: "not a leak").
+    let exited = |g: &super::leaks::LeakGroup| {
+        summary
+            .processes
+            .iter()
+            .zip(&run.processes)
+            .find(|(s, p)| s.pid == g.pid && s.host == g.host && p.header.pid == g.pid)
+            .filter(|(s, _)| super::ending::Ending::of_process(s) == super::ending::Ending::Exited)
+            .map(|(_, p)| gpu_of(p, g.device))
+    };
+    let mut held: Vec<_> = groups
         .iter()
-        .filter(|g| on_device(g.device) && (tensors || g.device_memory()))
+        .filter(|g| tensors || g.device_memory())
+        .filter_map(|g| exited(g).map(|gpu| (gpu, g)))
+        .filter(|(gpu, _)| limits.device.as_ref().is_none_or(|d| d == gpu))
+        .map(|(_, g)| g)
         .collect();
     let leaked = held.iter().fold(0u64, |a, g| a.saturating_add(g.bytes));
     let broken = leaked > max;
-    let mut largest = held.clone();
-    largest.sort_by_key(|x| std::cmp::Reverse(x.bytes));
+    held.sort_by_key(|x| std::cmp::Reverse(x.bytes));
     let call_site = broken
-        .then(|| top_site(largest.iter().map(|x| (x.api, &x.frames[..], x.bytes))))
+        .then(|| top_site(held.iter().map(|x| (x.api, &x.frames[..], x.bytes))))
         .flatten();
     let what = if tensors {
         "tensors never freed (allocated layer)"
     } else {
         "device memory never freed (reserved layer)"
     };
+    let on = limits
+        .device
+        .as_ref()
+        .map(|d| format!(" on GPU {d}"))
+        .unwrap_or_default();
     let message = match broken {
         true => format!(
-            "{} of {what} is over --max-leaked {}{}",
+            "{} of {what}{on} by processes that exited is over --max-leaked {}{}",
             bytes(leaked),
             bytes(max),
             call_site
@@ -234,14 +308,14 @@ fn max_leaked(run: &Run, limits: &Limits, max: u64) -> Check {
                 .unwrap_or_default()
         ),
         false => format!(
-            "{} of {what}, within --max-leaked {}",
+            "{} of {what}{on} by processes that exited, within --max-leaked {}",
             bytes(leaked),
             bytes(max)
         ),
     };
     Check {
         limit: "max_leaked",
-        gpu: None,
+        gpu: limits.device.as_ref().map(|d| format!("GPU {d}")),
         broken,
         measured: Some(leaked as f64),
         allowed: max as f64,
@@ -257,9 +331,9 @@ fn no_oom(run: &Run, limits: &Limits) -> Check {
         .iter()
         .flat_map(|p| p.failures.iter().map(move |f| (p, f)))
         .filter(|(_, f)| f.event.loc.off_device(f.event.kind()).is_none())
-        .filter(|(_, f)| {
-            let dev = f.event.dev.to_string();
-            limits.device.as_ref().is_none_or(|d| *d == dev)
+        .filter(|(p, f)| {
+            let gpu = gpu_of(p, f.event.dev);
+            limits.device.as_ref().is_none_or(|d| *d == gpu)
         })
         .collect();
     failed.sort_by_key(|(p, f)| (p.header.start_unix_ns.saturating_add(f.event.t), f.event.t));
@@ -269,19 +343,18 @@ fn no_oom(run: &Run, limits: &Limits) -> Check {
         super::stacks::site(f.event.api.name(), &frames)
     });
     let message = match failed.first() {
-        Some((_, f)) => format!(
-            "{} failed allocation{} of device memory (--no-oom): the first, {} on device {}, from {}",
-            failed.len(),
-            if failed.len() == 1 { "" } else { "s" },
+        Some((p, f)) => format!(
+            "{} of device memory (--no-oom): the first, {} on GPU {}, from {}",
+            crate::units::count(failed.len() as u64, "failed allocation"),
             bytes(f.requested),
-            f.event.dev,
+            gpu_of(p, f.event.dev),
             call_site.as_deref().unwrap_or("an unknown call site")
         ),
         None => "no allocation of device memory failed (--no-oom)".to_string(),
     };
     Check {
         limit: "no_oom",
-        gpu: None,
+        gpu: limits.device.as_ref().map(|d| format!("GPU {d}")),
         broken,
         measured: Some(failed.len() as f64),
         allowed: 0.0,
@@ -305,26 +378,45 @@ fn max_growth(run: &Run, base: &Run, g: &GpuFigures, layer: CheckLayer, max: f64
             allowed: max,
             call_site: None,
             message: format!(
-                "{}: a run has no peak of the {words} on this GPU, so --max-growth cannot be checked",
-                g.gpu
+                "{}: {} no peak of the {words} on this GPU, so --max-growth cannot be checked",
+                g.gpu,
+                match d {
+                    None => "the baseline has",
+                    Some(d) if peak_at_figures(&d.a, layer).is_none() => "the baseline has",
+                    Some(_) => "this run has",
+                }
             ),
         };
     };
-    let growth = match before {
-        0 if now == 0 => 0.0,
-        0 => f64::INFINITY,
-        _ => (now as f64 - before as f64) * 100.0 / before as f64,
-    };
-    let broken = growth > max;
+    if before == 0 {
+        // Growth from nothing has no percentage: any memory at all is past every limit.
+        return Check {
+            limit: "max_growth",
+            gpu: Some(g.gpu.clone()),
+            broken: now > 0,
+            measured: None,
+            allowed: max,
+            call_site: None,
+            message: format!(
+                "{}: peak {} ({words}) against the baseline's 0 B: growth from nothing has no percentage, {} --max-growth {max}%",
+                g.gpu,
+                bytes(now),
+                if now > 0 { "so it is over" } else { "so it is within" }
+            ),
+        };
+    }
+    let growth = (now as f64 - before as f64) * 100.0 / before as f64;
+    let broken = now > before && growth > max;
     let call_site = broken
         .then(|| {
-            d?.groups.iter().find(|x| x.difference_bytes > 0).map(|x| {
-                format!(
-                    "{}: +{}",
-                    x.site(),
-                    bytes(x.difference_bytes.unsigned_abs() as u64)
+            let grown = d?.groups.iter().filter(|x| x.difference_bytes > 0);
+            top_site(grown.map(|x| {
+                (
+                    x.api,
+                    &x.frames[..],
+                    x.difference_bytes.unsigned_abs() as u64,
                 )
-            })
+            }))
         })
         .flatten();
     let verb = if broken { "is over" } else { "is within" };

@@ -24,8 +24,12 @@ pub struct DiffView {
 
 #[derive(Serialize)]
 pub struct DeviceDiff {
-    /// `GPU N`, or `HOST GPU N` where a run spans hosts.
+    /// `GPU N`; where a run spans hosts, `rank R GPU N` (its one process's rank), else
+    /// `HOST GPU N`.
     pub gpu: String,
+    /// The layer of its groups and `peak_bytes`: the run's `layer`, or `reserved` where
+    /// either run has no tensors on this GPU (the two are never compared across layers).
+    pub layer: &'static str,
     pub a: Figures,
     pub b: Figures,
     /// B minus A, for each figure both runs have.
@@ -94,13 +98,29 @@ pub fn build(a: &Run, b: &Run) -> DiffView {
 pub fn build_at(a: &Run, b: &Run, layer: Layer) -> DiffView {
     let gpus_a = per_gpu(a, layer);
     let gpus_b = per_gpu(b, layer);
+    // Reserved figures for the GPUs where only one run has tensors, made once if needed.
+    let mut reserved: Option<(Vec<GpuFigures>, Vec<GpuFigures>)> = None;
     let mut devices = Vec::new();
     for ga in &gpus_a {
         let Some(gb) = gpus_b.iter().find(|g| g.gpu == ga.gpu) else {
             continue;
         };
+        let (ga, gb) = if ga.layer == gb.layer {
+            (ga, gb)
+        } else {
+            let (ra, rb) = reserved
+                .get_or_insert_with(|| (per_gpu(a, Layer::Reserved), per_gpu(b, Layer::Reserved)));
+            match (
+                ra.iter().find(|g| g.gpu == ga.gpu),
+                rb.iter().find(|g| g.gpu == ga.gpu),
+            ) {
+                (Some(x), Some(y)) => (x, y),
+                _ => continue,
+            }
+        };
         devices.push(DeviceDiff {
             gpu: ga.gpu.clone(),
+            layer: ga.layer,
             difference: differences(&ga.figures, &gb.figures),
             a: ga.figures,
             b: gb.figures,
@@ -141,7 +161,9 @@ fn differences(a: &Figures, b: &Figures) -> Differences {
 /// A group's identity across runs: what allocated and from where, whatever the process
 /// and address.
 fn identity(api: &str, frames: &[super::stacks::ShownFrame]) -> (String, String) {
-    (api.to_string(), super::stacks::folded(frames))
+    // The frames' own fields, not their folded text, where `f;g` and `f:g` are one.
+    let frames = serde_json::to_string(frames).unwrap_or_default();
+    (api.to_string(), frames)
 }
 
 /// The groups of both peaks matched by frames (each run's processes summed), largest

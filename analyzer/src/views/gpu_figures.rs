@@ -11,8 +11,9 @@ use serde::Serialize;
 /// One run's figures on one GPU.
 #[derive(Serialize, Clone, Copy, Default, Debug)]
 pub struct Figures {
-    /// The reserved layer (device memory from the driver) at its peak, and what the run's
-    /// processes still held when each ended.
+    /// The reserved layer (device memory from the driver) at its peak, and at the run's
+    /// end (what its processes held then: exited ones hold nothing; a snapshot's, when it
+    /// was taken).
     pub peak_reserved_bytes: u64,
     pub reserved_bytes_at_end: u64,
     /// The allocated layer (tensors, requested bytes) at its peak; null without tensors.
@@ -29,6 +30,9 @@ pub struct GpuFigures {
     pub gpu: String,
     /// The GPU's own label in the run (`0`).
     pub ordinal: String,
+    /// The layer its groups and `peak_bytes` are at: the one asked for, or `reserved`
+    /// where this GPU has no tensors.
+    pub layer: &'static str,
     pub figures: Figures,
     /// The groups holding the peak of `layer`, largest first.
     pub groups: Vec<Group>,
@@ -56,8 +60,23 @@ pub fn per_gpu(run: &Run, layer: Layer) -> Vec<GpuFigures> {
                 .filter(|pd| pd.gpu == d.gpu)
                 .filter_map(|pd| pd.peak_device_bytes)
                 .max();
+            // Across hosts (a directory of per-rank snapshots is one host a file), a GPU
+            // is named by the rank of its one process where it has one, so that rank 3's
+            // GPU 0 meets rank 3's GPU 0 of another run whatever their hosts and files.
+            let ranks: Vec<&str> = s
+                .processes
+                .iter()
+                .filter(|p| p.host == d.host && p.devices.iter().any(|pd| pd.gpu == d.gpu))
+                .map(|p| p.rank.as_deref())
+                .collect::<Option<Vec<_>>>()
+                .unwrap_or_default();
+            let gpu = match ranks.as_slice() {
+                [rank] if hosts.len() > 1 => format!("rank {rank} GPU {}", d.gpu),
+                _ => crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1),
+            };
             GpuFigures {
-                gpu: crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1),
+                gpu,
+                layer: p.map_or(Layer::Reserved.name(), |p| p.layer),
                 ordinal: d.gpu.clone(),
                 figures: Figures {
                     peak_reserved_bytes: d.peak_reserved_bytes,

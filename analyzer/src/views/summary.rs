@@ -114,7 +114,21 @@ pub struct DeviceSummary {
     pub largest_free_block_bytes_at_end: Option<u64>,
     pub free_blocks_at_end: Option<u64>,
     pub cached_free_bytes_at_end: Option<u64>,
+    /// A snapshot whose history begins after its process did (PyTorch keeps the last
+    /// `max_entries`): what was alive before the first entry, counted from the final
+    /// segments; null where the history reaches back to the start, and for traces.
+    pub before_history: Option<BeforeHistory>,
     pub at_peak: Vec<Group>,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BeforeHistory {
+    pub segments: usize,
+    pub tensors: usize,
+    /// Of the tensors, those known only by their free inside the history (no stack).
+    pub freed_inside: usize,
+    pub reserved_bytes: u64,
+    pub requested_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -333,6 +347,17 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                     largest_free_block_bytes_at_end: state.map(|s| s.largest_free_block_bytes),
                     free_blocks_at_end: state.map(|s| s.free_blocks),
                     cached_free_bytes_at_end: state.map(|s| s.cached_free_bytes),
+                    before_history: p
+                        .windows
+                        .get(&d.device)
+                        .filter(|w| w.entries > 0 && (w.segments > 0 || w.tensors > 0))
+                        .map(|w| BeforeHistory {
+                            segments: w.segments,
+                            tensors: w.tensors,
+                            freed_inside: w.freed_inside,
+                            reserved_bytes: w.reserved,
+                            requested_bytes: w.requested,
+                        }),
                     at_peak: groups::of_process(p, &d.peak_groups),
                 }
             })
