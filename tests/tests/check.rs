@@ -115,3 +115,58 @@ fn no_oom_fails_a_run_that_ran_out_and_junit_says_so() {
     let again = check(&["--no-oom", "--junit", junit.to_str().unwrap()], &demo);
     assert_eq!(again.status.code(), Some(2));
 }
+
+/// `script` run by Python in a pseudo-terminal (stdout a terminal): what it printed.
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
+    let runner = r#"
+import os, subprocess, sys
+main, side = os.openpty()
+env = dict(os.environ)
+env.pop("NO_COLOR", None)
+for kv in sys.argv[1].split(";"):
+    if kv:
+        k, v = kv.split("=", 1)
+        env[k] = v
+p = subprocess.Popen(sys.argv[2:], stdout=side, stderr=subprocess.DEVNULL, env=env)
+os.close(side)
+out = b""
+while True:
+    try:
+        chunk = os.read(main, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+p.wait()
+sys.stdout.write(out.decode("utf-8", "replace"))
+"#;
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let out = Command::new("python3")
+        .args(["-c", runner, &env.join(";")])
+        .arg(vramtrace())
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn colour_on_a_terminal_only_and_never_under_no_color() {
+    let run = run_sim("grow", &[], &[], &[]);
+    let dir = run.dir.path().to_str().unwrap();
+    let args = ["check", "--max-peak", "1MiB", dir];
+    let coloured = on_a_terminal(&args, &[]);
+    assert!(coloured.contains("FAIL"), "{coloured}");
+    assert!(
+        coloured.contains("\x1b["),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = on_a_terminal(&args, &[("NO_COLOR", "1")]);
+    assert!(
+        plain.contains("FAIL") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+    let piped = check(&["--max-peak", "1MiB"], &run);
+    assert!(!text(&piped).contains('\x1b'), "{:?}", text(&piped));
+}

@@ -94,7 +94,7 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
     if args.json {
         common::print(&render::json(&view))?;
     } else {
-        common::print(&render::check::text(&view))?;
+        common::print_styled(&render::check::text(&view))?;
     }
     Ok(if view.broken > 0 { 1 } else { 0 })
 }

@@ -83,6 +83,17 @@ pub fn print(content: &str) -> Result<(), String> {
     }
 }
 
+/// Prints a text view that may hold colour ([`crate::render::style`]): kept on a terminal,
+/// dropped in pipes, files and under `NO_COLOR`.
+pub fn print_styled(content: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = anstream::AutoStream::auto(std::io::stdout().lock());
+    match out.write_all(content.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
 /// Parses `--at` and `--resolution` values.
 pub fn duration(s: &str) -> Result<u64, String> {
     crate::units::parse_duration(s)

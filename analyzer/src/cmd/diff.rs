@@ -62,7 +62,7 @@ pub fn diff(args: DiffArgs) -> Result<i32, String> {
     } else if args.json {
         common::print(&render::json(&view))?;
     } else {
-        common::print(&render::diff::text(&view, args.limit))?;
+        common::print_styled(&render::diff::text(&view, args.limit))?;
     }
     Ok(common::status(&a).max(common::status(&b)))
 }

@@ -33,7 +33,7 @@ pub fn summary(args: SummaryArgs) -> Result<i32, String> {
     if args.json {
         common::print(&render::json(&view))?;
     } else {
-        common::print(&render::summary::text(&view))?;
+        common::print_styled(&render::summary::text(&view))?;
     }
     Ok(common::status(&run))
 }

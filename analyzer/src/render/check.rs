@@ -10,7 +10,11 @@ pub fn text(v: &CheckView) -> String {
     let mut checks: Vec<_> = v.checks.iter().collect();
     checks.sort_by_key(|c| !c.broken);
     for c in checks {
-        let status = if c.broken { "FAIL" } else { "ok  " };
+        let status = if c.broken {
+            super::style::bad("FAIL")
+        } else {
+            super::style::good("ok  ")
+        };
         let _ = writeln!(o, "{status} {}", t(&c.message));
     }
     let n = crate::units::count(v.checks.len() as u64, "limit");

@@ -36,7 +36,11 @@ fn verdict(d: &DeviceDiff) -> String {
             units::bytes(a)
         );
     }
-    let how = if diff > 0 { "higher" } else { "lower" };
+    let how = if diff > 0 {
+        super::style::bad("higher")
+    } else {
+        super::style::good("lower")
+    };
     let share = match a {
         0 => String::new(),
         _ => format!(" ({:.0}%)", (diff.abs() as f64) * 100.0 / a as f64),

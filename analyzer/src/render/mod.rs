@@ -12,6 +12,7 @@ pub mod peak;
 pub mod perfetto;
 pub mod plot;
 pub mod report;
+pub mod style;
 pub mod summary;
 mod summary_verdict;
 pub mod svg;

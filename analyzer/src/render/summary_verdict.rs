@@ -65,7 +65,8 @@ fn out_of_memory(
         // Host or managed pool memory: no GPU ran out.
         let _ = writeln!(
             o,
-            "Out of memory: {} of {} failed at {}, in {who}{rank}: {l} memory, not the device's.{more}",
+            "{} {} of {} failed at {}, in {who}{rank}: {l} memory, not the device's.{more}",
+            super::style::bad("Out of memory:"),
             f.api,
             bytes(f.requested_bytes),
             units::seconds(f.time_ns),
@@ -79,7 +80,8 @@ fn out_of_memory(
         .map_or_else(|| f.device.to_string(), |d| d.gpu.clone());
     let _ = writeln!(
         o,
-        "Out of memory: {} of {} failed on {} at {}, in {who}{rank}, which then held {} reserved there{}.{more}",
+        "{} {} of {} failed on {} at {}, in {who}{rank}, which then held {} reserved there{}.{more}",
+        super::style::bad("Out of memory:"),
         f.api,
         bytes(f.requested_bytes),
         t(&gpu_label(&p.host, &gpu, many_hosts)),

@@ -1,4 +1,5 @@
-//! A progress bar on stderr while large traces are read, only when stderr is a terminal.
+//! A progress bar on stderr while large traces are read, only when stderr and stdout are
+//! a terminal: never in a pipe, a file or a redirected `--json`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Read};
@@ -28,10 +29,10 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A bar for `total` bytes of input, shown only if stderr is a terminal and the input
-    /// is large.
+    /// A bar for `total` bytes of input, shown only on a terminal and for a large input.
     pub fn new(total: u64) -> Progress {
-        let bar = (total >= LARGE_INPUT && std::io::stderr().is_terminal()).then(|| {
+        let shown = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
+        let bar = (total >= LARGE_INPUT && shown).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             bar.set_style(
                 ProgressStyle::with_template(
