@@ -364,7 +364,11 @@ pub fn fixtures() -> Option<PathBuf> {
         "{test}: {} is absent and VRAMTRACE_REQUIRE_FIXTURES=1",
         dir.display()
     );
-    eprintln!(
+    // Straight to the process's stderr: the test harness captures `eprintln!`, and a
+    // skip must be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
         "skipped {test}: no {} (../shared is beside CI's clone only)",
         dir.display()
     );
