@@ -8,7 +8,7 @@ pub struct PackArgs {
     /// The file to write (zstd-compressed tar; e.g. run.vtpack).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Take out the command line, paths and host names (see the README for what changes).
+    /// Take out the command line, paths and host names (docs/guide/packs.md says what changes).
     #[arg(long)]
     pub redact: bool,
     /// Replace FILE if it exists (a regular file only).
