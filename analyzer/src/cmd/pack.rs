@@ -38,10 +38,10 @@ pub fn pack(args: PackArgs) -> Result<i32, String> {
             ""
         }
     );
-    if packed.left_out > 0 {
+    for why in &packed.left_out {
         eprintln!(
-            "vramtrace: {} left out: --redact cannot yet take the paths out of a snapshot's frames",
-            units::count(packed.left_out as u64, "PyTorch snapshot")
+            "vramtrace: left out: {} (--redact packs only what it can take the paths out of)",
+            crate::render::escape::terminal(why)
         );
     }
     eprintln!(

@@ -64,7 +64,7 @@ pub struct Packed {
     pub snapshots: usize,
     pub torch_files: usize,
     /// Snapshots not packed because `--redact` cannot yet rewrite the paths inside them.
-    pub left_out: usize,
+    pub left_out: Vec<String>,
     pub bytes_in: u64,
 }
 
@@ -158,10 +158,6 @@ pub fn write(
         }
     }
     for (path, name) in members {
-        if redact && is_snapshot_name(&name) {
-            packed.left_out += 1;
-            continue;
-        }
         let mut content = Vec::new();
         compressed::open(&path)
             .and_then(|mut r| r.read_to_end(&mut content))
@@ -171,6 +167,15 @@ pub fn write(
         if redact {
             content = if is_trace_name(&name) {
                 redactor.trace(&content)
+            } else if is_snapshot_name(&name) {
+                match redact::snapshot(&content) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Not a snapshot vramtrace reads: its paths cannot be taken out.
+                        packed.left_out.push(format!("{}: {e}", path.display()));
+                        continue;
+                    }
+                }
             } else {
                 redactor.json(&content)
             };

@@ -4,7 +4,8 @@
 //! file names stay), and host names (`host-1`, `host-2`, ... in order of appearance;
 //! also where file names and `torch-*.json` carry them). Kept: sizes, times, addresses, function
 //! names and line numbers, the listed environment variables (ranks, devices, allocator
-//! settings).
+//! settings). A PyTorch snapshot is read and written again with only the file name of
+//! each frame's path (see [`snapshot`]).
 
 use serde_json::Value;
 
@@ -144,4 +145,35 @@ fn frame(line: &[u8]) -> Option<Value> {
         }
     }
     Some(v)
+}
+
+/// A PyTorch snapshot with every frame's path cut to its file name (segments', blocks'
+/// and the history's frames), written again as `vramtrace` writes snapshots: segments,
+/// blocks, history and allocator settings, which every view reads. What it does not write
+/// is left out: entries' free-form `user_metadata` and `compile_context` (they can hold
+/// anything) and the host allocator's segments. Function names and line numbers stay.
+pub fn snapshot(content: &[u8]) -> Result<Vec<u8>, String> {
+    let mut snap = crate::snapshot::parse_snapshot(content)?;
+    let shorten = |frames: &mut Vec<crate::snapshot::Frame>| {
+        for f in frames.iter_mut() {
+            if f.filename.contains('/') {
+                f.filename = base(&f.filename).into();
+            }
+        }
+    };
+    for d in &mut snap.devices {
+        for seg in &mut d.segments {
+            shorten(&mut seg.frames);
+            for b in &mut seg.blocks {
+                shorten(&mut b.frames);
+            }
+        }
+        for e in &mut d.trace {
+            shorten(&mut e.frames);
+            e.extra.clear();
+        }
+    }
+    snap.host_segments.clear();
+    snap.host_traces.clear();
+    Ok(crate::snapshot::write::memory_viz_bytes(&snap))
 }
