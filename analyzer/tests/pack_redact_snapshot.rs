@@ -1,6 +1,7 @@
-//! `pack --redact` keeps PyTorch snapshots, with every frame's path cut to its file name:
-//! checked on real snapshots by Python's own `pickle` (no path left, every frame's
-//! function, line and file name as in the original), and by the views (the same figures).
+//! `pack --redact` keeps PyTorch snapshots, each frame's path cut to what tells a library
+//! from the user's code: checked on real snapshots by Python's own `pickle` (no directory
+//! left outside a library's path, every frame's function, line and file as the rule gives
+//! them) and by the views (the same figures, the same code holding the tensors' peak).
 
 use serde_json::Value;
 use std::io::Read;
@@ -8,11 +9,24 @@ use std::path::Path;
 
 mod common;
 
-/// Every frame of a snapshot (segments', blocks', history's) as [name, line, file name],
-/// sorted, and how many of them still hold a `/`.
+/// Every frame of a snapshot (segments', blocks', history's) as [name, line, file], the
+/// file as redaction must leave it: a library's path from its first library part on
+/// (site-packages, dist-packages, torch, lib/python3), any other path its last part, a
+/// `<...>` name as it is; sorted. With a second argument (the redacted file): the file as
+/// it holds it; and first, how many files hold a directory outside a library's path.
 const FRAMES_BY_PICKLE: &str = r#"
 import json, pickle, sys
+LIB = ["/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "/lib64/python3"]
+def expected(p):
+    at = [p.find(l) for l in LIB if l in p]
+    if at:
+        return p[min(at):]
+    if p.startswith("<"):
+        return "<redacted>" if "/" in p or "\\" in p else p
+    parts = [x for x in p.replace("\\", "/").split("/") if x]
+    return parts[-1] if parts else ""
 s = pickle.load(open(sys.argv[1], "rb"))
+kept = len(sys.argv) > 2
 frames = []
 for seg in s["segments"]:
     frames += seg.get("frames", [])
@@ -21,9 +35,11 @@ for seg in s["segments"]:
 for t in s["device_traces"]:
     for e in t:
         frames += e.get("frames", [])
-paths = sum("/" in f["filename"] for f in frames)
-out = sorted([f["name"], f["line"], f["filename"].rsplit("/", 1)[-1]] for f in frames)
-print(json.dumps([paths, out]))
+outside = sum("/" in f["filename"] and not any(f["filename"].startswith(l) for l in LIB)
+              for f in frames)
+out = sorted([f["name"], f["line"], f["filename"] if kept else expected(f["filename"])]
+             for f in frames)
+print(json.dumps([outside, out]))
 "#;
 
 /// The member `name` of a pack, unpacked here with the zstd and tar crates.
@@ -57,6 +73,26 @@ fn peaks(path: &Path) -> Vec<(Value, Value)> {
         .collect()
 }
 
+/// The tensors at each GPU's peak: (bytes, [(function, line)] of their frames).
+fn holders(path: &Path) -> Vec<(Value, Vec<(Value, Value)>)> {
+    let out = common::vramtrace_ok(&["summary", "--json", path.to_str().unwrap()]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["tensors_at_peak"].as_array().unwrap().clone())
+        .map(|g| {
+            let frames = g["frames"].as_array().cloned().unwrap_or_default();
+            let frames = frames
+                .iter()
+                .map(|f| (f["function"].clone(), f["line"].clone()))
+                .collect();
+            (g["bytes"].clone(), frames)
+        })
+        .collect()
+}
+
 #[test]
 fn redact_keeps_snapshots_with_file_names_only() {
     let Some(dir) = common::fixtures() else {
@@ -83,13 +119,16 @@ fn redact_keeps_snapshots_with_file_names_only() {
         std::fs::write(&redacted, member(&pack, name)).unwrap();
 
         let before = common::python_list(FRAMES_BY_PICKLE, &[&original]);
-        let after = common::python_list(FRAMES_BY_PICKLE, &[&redacted]);
+        let after = common::python_list(FRAMES_BY_PICKLE, &[&redacted, &redacted]);
         assert!(
             before[0].as_u64().unwrap() > 0,
             "{name}: the original has paths"
         );
-        assert_eq!(after[0], 0, "{name}: a path is left");
+        assert_eq!(after[0], 0, "{name}: a directory is left");
         assert_eq!(after[1], before[1], "{name}: frames changed otherwise");
         assert_eq!(peaks(&pack), peaks(&original), "{name}");
+        // Who held the tensors' peak is still the user's code: the same functions, lines
+        // and bytes (library frames still tell themselves from the user's).
+        assert_eq!(holders(&pack), holders(&original), "{name}");
     }
 }

@@ -38,6 +38,12 @@ pub fn pack(args: PackArgs) -> Result<i32, String> {
             ""
         }
     );
+    if args.redact && packed.snapshots > 0 {
+        eprintln!(
+            "vramtrace: {} written again with only the file names of their frames' paths (library paths from site-packages or lib/python on); not kept: record_function annotations, entries' user_metadata and compile_context, host allocator segments, allocator settings that are text",
+            units::count(packed.snapshots as u64, "PyTorch snapshot")
+        );
+    }
     for why in &packed.left_out {
         eprintln!(
             "vramtrace: left out: {} (--redact packs only what it can take the paths out of)",

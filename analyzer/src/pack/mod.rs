@@ -154,9 +154,15 @@ pub fn write(
                 if let Some(r) = header {
                     redactor.host(&r.header().host);
                 }
+            } else if let Some((Some(host), _)) = crate::views::snapshots_beside::writer(name) {
+                // A hook's snapshot names its host even where no trace of it is packed.
+                redactor.host(&host);
             }
         }
     }
+    // Names once renamed: two members must never end up with one name (a file of a host
+    // already called `host-1`, a redacted copy packed beside its original).
+    let mut written = std::collections::HashSet::new();
     for (path, name) in members {
         let mut content = Vec::new();
         compressed::open(&path)
@@ -180,6 +186,13 @@ pub fn write(
                 redactor.json(&content)
             };
             name = redactor.file_name(&name);
+        }
+        if !written.insert(name.clone()) {
+            packed.left_out.push(format!(
+                "{}: its name in the pack, {name}, is another member's",
+                path.display()
+            ));
+            continue;
         }
         let mut header = tar::Header::new_gnu();
         header.set_size(content.len() as u64);

@@ -147,33 +147,110 @@ fn frame(line: &[u8]) -> Option<Value> {
     Some(v)
 }
 
-/// A PyTorch snapshot with every frame's path cut to its file name (segments', blocks'
+/// A snapshot frame's file as `pack --redact` keeps it: a library's path from its
+/// library part on (`/site-packages/torch/optim/adam.py`: no user or machine in it, and
+/// the views still tell it from the user's code), any other path its file name alone
+/// (`/` or `\\` separated), a `<...>` name (`<frozen runpy>`, `<string>`) as it is unless a
+/// path is in it.
+fn snapshot_file(path: &str) -> String {
+    if let Some(at) = crate::snapshot::frames::LIBRARY
+        .iter()
+        .filter_map(|l| path.find(l))
+        .min()
+    {
+        return path[at..].to_string();
+    }
+    let has_path = path.contains('/') || path.contains('\\');
+    if path.starts_with('<') {
+        return if has_path {
+            "<redacted>".into()
+        } else {
+            path.into()
+        };
+    }
+    path.rsplit(['/', '\\'])
+        .find(|p| !p.is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The allocator settings kept: numbers, booleans and their tables (`roundup_power2_
+/// divisions`), and `PYTORCH_CUDA_ALLOC_CONF` where it holds no path; any other string
+/// could say anything.
+fn settings(map: &mut serde_json::Map<String, Value>) {
+    fn plain(v: &Value) -> bool {
+        match v {
+            Value::Null | Value::Bool(_) | Value::Number(_) => true,
+            Value::Object(o) => o.values().all(plain),
+            Value::Array(a) => a.iter().all(plain),
+            Value::String(_) => false,
+        }
+    }
+    map.retain(|k, v| {
+        plain(v)
+            || (k == "PYTORCH_CUDA_ALLOC_CONF"
+                && v.as_str()
+                    .is_some_and(|s| !s.contains('/') && !s.contains('\\')))
+    });
+}
+
+/// A PyTorch snapshot with every frame's path cut ([`snapshot_file`]: segments', blocks'
 /// and the history's frames), written again as `vramtrace` writes snapshots: segments,
 /// blocks, history and allocator settings, which every view reads. What it does not write
-/// is left out: entries' free-form `user_metadata` and `compile_context` (they can hold
-/// anything) and the host allocator's segments. Function names and line numbers stay.
+/// is left out: `record_function` annotations, entries' free-form `user_metadata` and
+/// `compile_context` (they can hold anything) and the host allocator's segments. Function
+/// names and line numbers stay.
 pub fn snapshot(content: &[u8]) -> Result<Vec<u8>, String> {
     let mut snap = crate::snapshot::parse_snapshot(content)?;
-    let shorten = |frames: &mut Vec<crate::snapshot::Frame>| {
+    let cut = |frames: &mut Vec<crate::snapshot::Frame>| {
         for f in frames.iter_mut() {
-            if f.filename.contains('/') {
-                f.filename = base(&f.filename).into();
-            }
+            f.filename = snapshot_file(&f.filename).into();
         }
     };
     for d in &mut snap.devices {
         for seg in &mut d.segments {
-            shorten(&mut seg.frames);
+            cut(&mut seg.frames);
             for b in &mut seg.blocks {
-                shorten(&mut b.frames);
+                cut(&mut b.frames);
             }
         }
         for e in &mut d.trace {
-            shorten(&mut e.frames);
+            cut(&mut e.frames);
             e.extra.clear();
         }
+    }
+    if let Some(map) = snap.allocator_settings.as_mut() {
+        settings(map);
     }
     snap.host_segments.clear();
     snap.host_traces.clear();
     Ok(crate::snapshot::write::memory_viz_bytes(&snap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snapshot_file;
+
+    #[test]
+    fn a_snapshot_frame_keeps_what_tells_library_from_user_and_no_more() {
+        let cases = [
+            (
+                "/home/ada/venv/lib/python3.11/site-packages/torch/optim/adam.py",
+                "/lib/python3.11/site-packages/torch/optim/adam.py",
+            ),
+            (
+                "/opt/conda/lib/python3.10/runpy.py",
+                "/lib/python3.10/runpy.py",
+            ),
+            ("/home/ada/proj/train.py", "train.py"),
+            ("C:\\Users\\ada\\train.py", "train.py"),
+            ("/home/ada/proj/", "proj"),
+            ("<frozen runpy>", "<frozen runpy>"),
+            ("<ipython-input-3-/home/ada/nb.ipynb>", "<redacted>"),
+            ("train.py", "train.py"),
+        ];
+        for (path, kept) in cases {
+            assert_eq!(snapshot_file(path), kept, "{path}");
+        }
+    }
 }

@@ -128,6 +128,13 @@ impl Run {
             .collect();
         let mut opened =
             snapshots::open_all(&snapshot_files, crate::views::stacks::all_frames()).into_iter();
+        progress.read_elsewhere(
+            snapshot_files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum(),
+        );
         // Threads making large snapshots' events beside the replay: one per other CPU.
         let mut feed_threads = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
         for (file, is_snapshot) in files.into_iter().zip(is_snapshot) {

@@ -55,6 +55,13 @@ impl Progress {
         }
     }
 
+    /// Counts `bytes` read by a reader of its own (PyTorch snapshots, decoded whole before
+    /// the traces are read), so that the bar does not stand still through them.
+    pub fn read_elsewhere(&self, bytes: u64) {
+        self.read.fetch_add(bytes, Ordering::Relaxed);
+        self.tick();
+    }
+
     /// Moves the bar to the bytes read so far.
     pub fn tick(&self) {
         if let Some(bar) = &self.bar {

@@ -31,15 +31,18 @@ fn is_python(f: &Frame) -> bool {
 
 /// Python that is not the user's: torch, installed packages, the standard library.
 fn is_library(filename: &str) -> bool {
-    const LIBRARY: &[&str] = &[
-        "/site-packages/",
-        "/dist-packages/",
-        "/torch/",
-        "/lib/python3",
-        "/lib64/python3",
-    ];
     filename.starts_with("<frozen") || LIBRARY.iter().any(|l| filename.contains(l))
 }
+
+/// The parts of a path that say a Python file is not the user's (`pack --redact` keeps
+/// a path from the first of them on, so that the views still tell library from user).
+pub(crate) const LIBRARY: &[&str] = &[
+    "/site-packages/",
+    "/dist-packages/",
+    "/torch/",
+    "/lib/python3",
+    "/lib64/python3",
+];
 
 /// `at::_ops::pow_Tensor_Scalar::call(...)` -> `aten::pow_Tensor_Scalar`.
 fn operator(f: &Frame) -> Option<String> {
