@@ -132,3 +132,27 @@ fn redact_keeps_snapshots_with_file_names_only() {
         assert_eq!(holders(&pack), holders(&original), "{name}");
     }
 }
+
+/// A redacted pack whose every input is left out (a file named like a snapshot that is
+/// not one) is refused, naming it, and leaves no empty pack behind.
+#[test]
+fn a_pack_of_nothing_but_unreadable_snapshots_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("noise.pickle");
+    std::fs::write(&bad, b"\x00\x01 not a pickle").unwrap();
+    let pack = tmp.path().join("out.vtpack");
+    let out = common::vramtrace(&[
+        "pack",
+        "--redact",
+        "-o",
+        pack.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("nothing packed") && said.contains("noise.pickle"),
+        "{said}"
+    );
+    assert!(!pack.exists());
+}

@@ -214,6 +214,13 @@ pub fn write(
         .finish()
         .and_then(|mut w| w.flush())
         .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    if packed.traces + packed.snapshots + packed.torch_files == 0 {
+        // Every input was left out: an empty pack would read as no run at all. The file
+        // is the one just created here.
+        let _ = std::fs::remove_file(out);
+        let why = packed.left_out.join("; ");
+        return Err(format!("nothing packed: every input was left out ({why})"));
+    }
     Ok(packed)
 }
 
