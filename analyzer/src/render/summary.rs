@@ -85,9 +85,16 @@ pub fn text(s: &Summary) -> String {
             t(&p.host),
             t(&p.command())
         );
+        // Never freed is a leak only for a process that exited; otherwise it is what the
+        // process held when it died or the snapshot was taken, as the verdict says.
+        let ending = Ending::of_process(p);
+        let held = match ending {
+            Ending::Exited => "never freed".to_string(),
+            e => format!("still held {}", e.when()),
+        };
         let _ = writeln!(
             o,
-            "  {}: {}, {}, {}; {} ({}) never freed",
+            "  {}: {}, {}, {}; {} ({}) {held}",
             units::count(p.events, "event"),
             units::count(p.allocations, "allocation"),
             units::count(p.frees, "free"),
