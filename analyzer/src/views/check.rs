@@ -172,8 +172,10 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
         checks.push(no_oom(run, limits));
     }
     if let (Some(base), Some(max)) = (baseline, limits.max_growth_percent) {
+        // One diff for every GPU: it loads both runs' figures and groups.
+        let diff = super::diff::build_at(base, run, group_layer(layer, run));
         for g in &gpus {
-            checks.push(max_growth(run, base, g, layer, max));
+            checks.push(max_growth(&diff, g, layer, max));
         }
         if gpus.is_empty() {
             checks.push(no_gpu("max_growth", max, device));
@@ -363,8 +365,7 @@ fn no_oom(run: &Run, limits: &Limits) -> Check {
     }
 }
 
-fn max_growth(run: &Run, base: &Run, g: &GpuFigures, layer: CheckLayer, max: f64) -> Check {
-    let diff = super::diff::build_at(base, run, group_layer(layer, run));
+fn max_growth(diff: &super::diff::DiffView, g: &GpuFigures, layer: CheckLayer, max: f64) -> Check {
     let d = diff.devices.iter().find(|d| d.gpu == g.gpu);
     let peaks =
         d.and_then(|d| Some((peak_at_figures(&d.a, layer)?, peak_at_figures(&d.b, layer)?)));
