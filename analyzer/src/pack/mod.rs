@@ -63,7 +63,8 @@ pub struct Packed {
     pub traces: usize,
     pub snapshots: usize,
     pub torch_files: usize,
-    /// Snapshots not packed because `--redact` cannot yet rewrite the paths inside them.
+    /// Inputs not packed, each with why: under `--redact`, a file named like a snapshot
+    /// that does not read as one, or whose name in the pack is another member's.
     pub left_out: Vec<String>,
     pub bytes_in: u64,
 }
@@ -164,12 +165,24 @@ pub fn write(
     // already called `host-1`, a redacted copy packed beside its original).
     let mut written = std::collections::HashSet::new();
     for (path, name) in members {
+        let name = if redact {
+            redactor.file_name(&name)
+        } else {
+            name
+        };
+        // Before any reading: the name alone decides.
+        if !written.insert(name.clone()) {
+            packed.left_out.push(format!(
+                "{}: its name in the pack, {name}, is another member's",
+                path.display()
+            ));
+            continue;
+        }
         let mut content = Vec::new();
         compressed::open(&path)
             .and_then(|mut r| r.read_to_end(&mut content))
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         packed.bytes_in += content.len() as u64;
-        let mut name = name;
         if redact {
             content = if is_trace_name(&name) {
                 redactor.trace(&content)
@@ -185,14 +198,6 @@ pub fn write(
             } else {
                 redactor.json(&content)
             };
-            name = redactor.file_name(&name);
-        }
-        if !written.insert(name.clone()) {
-            packed.left_out.push(format!(
-                "{}: its name in the pack, {name}, is another member's",
-                path.display()
-            ));
-            continue;
         }
         let mut header = tar::Header::new_gnu();
         header.set_size(content.len() as u64);

@@ -87,10 +87,6 @@ fn layer_words(l: CheckLayer) -> &'static str {
     }
 }
 
-fn peak_at(g: &GpuFigures, l: CheckLayer) -> Option<u64> {
-    peak_at_figures(&g.figures, l)
-}
-
 /// The call site holding the most, with its bytes, from `(api, frames, bytes)` largest
 /// first; where the most is held without a stack (a snapshot's tensors allocated before
 /// its history), the largest with one is named after it, since that is code to look at.
@@ -207,7 +203,7 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
 
 fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64) -> Check {
     let words = layer_words(layer);
-    let Some(peak) = peak_at(g, layer) else {
+    let Some(peak) = peak_at_figures(&g.figures, layer) else {
         return Check {
             limit: "max_peak",
             gpu: Some(g.gpu.clone()),
