@@ -253,11 +253,6 @@ impl Cursor {
             .collect()
     }
 
-    /// History entries in all.
-    pub fn len(&self, p: &Pickle) -> usize {
-        entries(p, self.list).len()
-    }
-
     /// Reads entries until one gives events, or the history ends; `time` puts epoch
     /// microseconds on the run's clock.
     pub fn fill(&mut self, p: &Pickle, stacks: &mut StackIds, time: impl Fn(i64) -> u64) {

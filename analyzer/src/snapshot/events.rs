@@ -246,7 +246,7 @@ impl SnapshotEvents {
 
     /// History entries in all, over the devices (before the first `next_event`).
     pub fn history_entries(&self) -> usize {
-        self.devices.iter().map(|c| c.len(&self.pickle)).sum()
+        self.devices.iter().map(|c| c.window.entries).sum()
     }
 
     /// The time of its last event, known before any is read (the replay keeps each
