@@ -2,13 +2,15 @@
 //! is broken, by the workloads' own counts, and names the call site that held the most.
 
 use std::process::{Command, Output};
-use vramtrace_tests::harness::{run_sim, vramtrace, Outcome};
+use vramtrace_tests::harness::{python, run_sim, vramtrace, Outcome};
 
 fn check(args: &[&str], run: &Outcome) -> Output {
+    // Forced colour would reach a pipe too: the piped checks see vramtrace's own choice.
     Command::new(vramtrace())
         .arg("check")
         .args(args)
         .arg(run.dir.path())
+        .env_remove("CLICOLOR_FORCE")
         .output()
         .expect("vramtrace runs")
 }
@@ -62,6 +64,11 @@ fn check_fails_exactly_when_a_limit_is_broken() {
         .as_u64()
         .unwrap();
     assert!(leaked > 0);
+    assert_eq!(
+        a.truth("grow")["live_bytes_at_end"]["0"],
+        0,
+        "grow frees all it took"
+    );
     let out = check(&["--max-leaked", "0"], &a);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = check(&["--max-leaked", &(leaked - 1).to_string()], &held);
@@ -122,7 +129,10 @@ fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
 import os, subprocess, sys
 main, side = os.openpty()
 env = dict(os.environ)
-env.pop("NO_COLOR", None)
+# A terminal that takes colour, whatever this test's own environment says.
+for k in ("NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE"):
+    env.pop(k, None)
+env["TERM"] = "xterm-256color"
 for kv in sys.argv[1].split(";"):
     if kv:
         k, v = kv.split("=", 1)
@@ -142,12 +152,17 @@ p.wait()
 sys.stdout.write(out.decode("utf-8", "replace"))
 "#;
     let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let out = Command::new("python3")
+    let out = Command::new(python())
         .args(["-c", runner, &env.join(";")])
         .arg(vramtrace())
         .args(args)
         .output()
         .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the pseudo-terminal runner: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
