@@ -4,4 +4,5 @@
 //! workloads print.
 
 pub mod harness;
+pub mod pages;
 pub mod truth;

@@ -51,6 +51,9 @@ pub fn man(cli: clap::Command, args: ManArgs) -> Result<i32, String> {
         let name = format!("vramtrace-{}", sub.get_name());
         pages.push((format!("{name}.1"), render(sub.clone().name(name))?));
     }
+    // As `run -o` does: a reader's ~/.local/share/man/man1 may not exist yet.
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))?;
     for (file, page) in &pages {
         common::write(&dir.join(file), page, args.force)?;
     }
