@@ -6,6 +6,7 @@ pub mod cmd;
 #[cfg(test)]
 mod draws;
 pub mod errors;
+pub mod frame_options;
 pub mod input;
 pub mod model;
 pub mod output_file;

@@ -76,7 +76,7 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    vramtrace_analyzer::views::stacks::set_options(cli.all_frames, cli.full_stack);
+    vramtrace_analyzer::frame_options::set(cli.all_frames, cli.full_stack);
     vramtrace_analyzer::run_id::choose(cli.run);
     let result = match cli.command {
         Command::Flamegraph(args) => cmd::flamegraph::flamegraph(args),

@@ -82,7 +82,7 @@ fn generation_name(g: Generation) -> &'static str {
 
 /// The frames a person reads (`--all-frames`: every one), innermost first.
 fn shown(frames: &[Frame]) -> Vec<Readable<'_>> {
-    let mut v = readable(frames, crate::views::stacks::all_frames());
+    let mut v = readable(frames, crate::frame_options::all_frames());
     v.truncate(FRAMES_SHOWN);
     v
 }

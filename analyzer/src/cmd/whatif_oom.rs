@@ -1,7 +1,6 @@
 //! The `oom` post-mortem of a snapshot, by replay: for each recorded out-of-memory error,
 //! which common settings would have avoided it (crate::whatif::avoid).
 
-use crate::units::bytes;
 use crate::whatif::{History, Settings};
 use serde_json::{json, Value};
 
@@ -46,40 +45,6 @@ impl OomReplays {
             Err(e) => json!({ "error": e }),
         }
     }
-}
-
-/// The post-mortem's line for an `avoided_by` value.
-pub fn avoided_line(v: &Value) -> Option<String> {
-    if let Some(e) = v.get("error").and_then(Value::as_str) {
-        return Some(format!("by replay: not replayed ({e})"));
-    }
-    let cap = bytes(v.get("capacity_bytes")?.as_u64()?);
-    if v["reproduced"] != json!(true) {
-        return Some(format!(
-            "by replay: the model on {cap} (reserved plus the driver's free bytes) does not fail here, so it gives no verdict"
-        ));
-    }
-    let words: Vec<String> = v["settings"]
-        .as_array()?
-        .iter()
-        .map(|s| {
-            let would = match s["avoids"].as_bool() {
-                Some(true) => "would have avoided it",
-                Some(false) => "would not",
-                None => "not replayed",
-            };
-            format!("{} {would}", s["settings"].as_str().unwrap_or(""))
-        })
-        .collect();
-    let already: Vec<&str> = v["already_set"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let already = match already.is_empty() {
-        true => String::new(),
-        false => format!(" ({} already set when it failed)", already.join(", ")),
-    };
-    Some(format!("by replay on {cap}: {}{already}", words.join("; ")))
 }
 
 /// Gives each failure that a snapshot's `oom` entry stands for its `avoided_by`: the n-th

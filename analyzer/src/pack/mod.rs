@@ -155,7 +155,7 @@ pub fn write(
                 if let Some(r) = header {
                     redactor.host(&r.header().host);
                 }
-            } else if let Some((Some(host), _)) = crate::views::snapshots_beside::writer(name) {
+            } else if let Some((Some(host), _)) = crate::snapshot::names::writer(name) {
                 // A hook's snapshot names its host even where no trace of it is packed.
                 redactor.host(&host);
             }

@@ -1,11 +1,11 @@
 //! Flamegraphs of live bytes: folded stacks (`frame;frame;... bytes`, the format other
 //! tools read) and their SVG, drawn by inferno.
 
-use super::escape::folded;
+use super::escape::{self, folded};
 use crate::views::groups::Group;
 use crate::views::leaks::LeakGroup;
 use crate::views::peak::PeakView;
-use crate::views::stacks;
+use crate::views::stacks::ShownFrame;
 use vramtrace_schema::Kind;
 
 /// One folded line per group: `GPU;pid N;outermost;...;innermost;API bytes`.
@@ -40,7 +40,7 @@ pub fn folded_groups_named(
                 parts.push(format!("{} {}", folded(host), folded(gpu)));
             }
             parts.push(folded(&name(host, g.pid.unwrap_or(0))).into_owned());
-            let frames = stacks::folded(&g.frames);
+            let frames = stack(&g.frames);
             if !frames.is_empty() {
                 parts.push(frames);
             }
@@ -59,7 +59,7 @@ pub fn folded_diff(view: &crate::views::diff::DiffView) -> Vec<String> {
     for d in &view.devices {
         for g in d.groups.iter().filter(|g| g.a_bytes > 0 || g.b_bytes > 0) {
             let mut parts = vec![folded(&d.gpu).into_owned()];
-            let frames = stacks::folded(&g.frames);
+            let frames = stack(&g.frames);
             if !frames.is_empty() {
                 parts.push(frames);
             }
@@ -80,7 +80,7 @@ pub fn folded_leaks(groups: &[LeakGroup]) -> Vec<String> {
         .filter(|g| (g.device_memory() || g.kind == Kind::Allocated.name()) && g.bytes > 0)
         .map(|g| {
             let mut parts = vec![format!("pid {}", g.pid)];
-            let frames = stacks::folded(&g.frames);
+            let frames = stack(&g.frames);
             if !frames.is_empty() {
                 parts.push(frames);
             }
@@ -131,4 +131,14 @@ pub fn svg_of_width(
     }
     .map_err(|e| format!("flamegraph: {e}"))?;
     String::from_utf8(out).map_err(|e| format!("flamegraph: {e}"))
+}
+
+/// `outer;...;inner`: the stack for folded-stack text (flamegraphs), outermost first.
+fn stack(frames: &[ShownFrame]) -> String {
+    frames
+        .iter()
+        .rev()
+        .map(|f| escape::folded(&f.text))
+        .collect::<Vec<_>>()
+        .join(";")
 }

@@ -4,6 +4,7 @@ use super::escape::terminal as t;
 use crate::units::{self, bytes};
 use crate::views::oom::{OomView, Postmortem};
 use crate::views::stacks;
+use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// Groups listed per failure.
@@ -124,11 +125,7 @@ pub fn text(v: &OomView) -> String {
         for a in &f.advice {
             let _ = writeln!(o, "    - {}", t(a));
         }
-        if let Some(line) = f
-            .avoided_by
-            .as_ref()
-            .and_then(crate::cmd::whatif_oom::avoided_line)
-        {
+        if let Some(line) = f.avoided_by.as_ref().and_then(avoided_line) {
             let _ = writeln!(o, "  {}", t(&line));
         }
         let _ = writeln!(o);
@@ -194,4 +191,38 @@ fn tensors(o: &mut String, f: &Postmortem) {
             );
         }
     }
+}
+
+/// The post-mortem's line for an `avoided_by` value.
+pub fn avoided_line(v: &Value) -> Option<String> {
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        return Some(format!("by replay: not replayed ({e})"));
+    }
+    let cap = bytes(v.get("capacity_bytes")?.as_u64()?);
+    if v["reproduced"] != json!(true) {
+        return Some(format!(
+            "by replay: the model on {cap} (reserved plus the driver's free bytes) does not fail here, so it gives no verdict"
+        ));
+    }
+    let words: Vec<String> = v["settings"]
+        .as_array()?
+        .iter()
+        .map(|s| {
+            let would = match s["avoids"].as_bool() {
+                Some(true) => "would have avoided it",
+                Some(false) => "would not",
+                None => "not replayed",
+            };
+            format!("{} {would}", s["settings"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let already: Vec<&str> = v["already_set"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let already = match already.is_empty() {
+        true => String::new(),
+        false => format!(" ({} already set when it failed)", already.join(", ")),
+    };
+    Some(format!("by replay on {cap}: {}{already}", words.join("; ")))
 }

@@ -20,11 +20,11 @@
 //! exit), whose histories overlap: the one whose history ends last joins, the others are
 //! named in a note (summing them would count a tensor twice).
 
+use super::snapshots_beside::{may_own, owner_of, snapshots_beside};
 use super::Event;
 use crate::model::ProcessModel;
 use crate::snapshot::events::SnapshotEvents;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
-use crate::views::snapshots_beside::{may_own, owner_of, snapshots_beside};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use vramtrace_schema::{Api, Op, StackTable};
@@ -128,7 +128,7 @@ pub fn hook_snapshots(
     if !processes.iter().any(traced) {
         return Vec::new();
     }
-    let all_frames = crate::views::stacks::all_frames();
+    let all_frames = crate::frame_options::all_frames();
     // Per process: (wall clock of the history's last entry, the snapshot).
     let mut chosen: Vec<Option<(u64, Beside)>> = (0..processes.len()).map(|_| None).collect();
     for file in snapshots_beside(dirs) {

@@ -10,9 +10,9 @@
 //! try: failed calls of one size with no successful allocation between them are one error,
 //! and its figure goes to the last of them.
 
+use super::snapshots_beside::{owner_of, SnapshotFile};
 use super::Run;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
-use crate::views::snapshots_beside::{owner_of, SnapshotFile};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use vramtrace_schema::Op;

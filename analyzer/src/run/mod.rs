@@ -16,6 +16,7 @@ mod hook_ooms;
 mod progress;
 mod queue;
 mod snapshots;
+pub mod snapshots_beside;
 
 pub use devices::{DeviceId, RunDevices, RunGroupKey};
 
@@ -127,7 +128,7 @@ impl Run {
             .map(|(f, _)| f.clone())
             .collect();
         let mut opened =
-            snapshots::open_all(&snapshot_files, crate::views::stacks::all_frames()).into_iter();
+            snapshots::open_all(&snapshot_files, crate::frame_options::all_frames()).into_iter();
         progress.read_elsewhere(
             snapshot_files
                 .iter()

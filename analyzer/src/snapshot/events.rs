@@ -315,7 +315,7 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
         start_mono_ns: 0,
         env: name
             .as_deref()
-            .and_then(crate::views::ranks::rank_in_name)
+            .and_then(super::names::rank_in_name)
             .map(|r| ("RANK".to_string(), r))
             .into_iter()
             .collect(),
@@ -333,5 +333,5 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
 /// `torch-snapshot-HOST-PID...pickle` (the PyTorch hook's name; older hooks left out
 /// `HOST-`) -> PID.
 fn pid_of(name: &str) -> Option<u32> {
-    crate::views::snapshots_beside::writer(name).map(|(_, pid)| pid)
+    super::names::writer(name).map(|(_, pid)| pid)
 }

@@ -10,6 +10,7 @@ pub mod figures;
 pub mod frames;
 pub mod history;
 pub mod model;
+pub mod names;
 pub mod pickle;
 pub mod read;
 pub mod stack_ids;

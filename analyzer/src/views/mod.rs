@@ -18,7 +18,6 @@ pub mod preallocation;
 pub mod process_name;
 pub mod ranks;
 pub mod report;
-pub mod snapshots_beside;
 pub mod summary;
 pub mod timeline;
 

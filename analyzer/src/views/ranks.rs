@@ -85,24 +85,3 @@ pub fn rows(processes: &[ProcessSummary]) -> Vec<RankRow> {
     }
     rows
 }
-
-/// A rank in a snapshot's file name: `rank3`, `rank_3`, `rank-3` (any case).
-pub fn rank_in_name(name: &str) -> Option<String> {
-    let lower = name.to_ascii_lowercase();
-    let at = lower.find("rank")? + 4;
-    let rest = lower[at..].trim_start_matches(['_', '-']);
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    (!digits.is_empty()).then_some(digits)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranks_in_file_names() {
-        assert_eq!(rank_in_name("snapshot_rank3.pickle").as_deref(), Some("3"));
-        assert_eq!(rank_in_name("Rank-12_oom.pkl").as_deref(), Some("12"));
-        assert_eq!(rank_in_name("ranking.pickle"), None);
-    }
-}

@@ -3,25 +3,10 @@
 //! the top few inline in text views (`--full-stack` shows every one).
 
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
 use vramtrace_schema::{Call, StackTable};
-
-static ALL_FRAMES: AtomicBool = AtomicBool::new(false);
-static FULL_STACK: AtomicBool = AtomicBool::new(false);
 
 /// Frames shown inline in text views unless `--full-stack`.
 const INLINE_FRAMES: usize = 3;
-
-/// The command line's choices, for every view.
-pub fn set_options(all_frames: bool, full_stack: bool) {
-    ALL_FRAMES.store(all_frames, Ordering::Relaxed);
-    FULL_STACK.store(full_stack, Ordering::Relaxed);
-}
-
-/// Whether `--all-frames` was given.
-pub fn all_frames() -> bool {
-    ALL_FRAMES.load(Ordering::Relaxed)
-}
 
 /// One frame as views show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -88,7 +73,7 @@ fn is_machinery(f: &Call) -> bool {
 
 /// The frames of `stack` to show, innermost first, with the calls inlined at each.
 pub fn shown(stacks: &StackTable, stack: u64) -> Vec<ShownFrame> {
-    let all = ALL_FRAMES.load(Ordering::Relaxed);
+    let all = crate::frame_options::all_frames();
     stacks
         .calls(stack)
         .into_iter()
@@ -106,7 +91,7 @@ pub fn shown(stacks: &StackTable, stack: u64) -> Vec<ShownFrame> {
 
 /// ` <- f (file:line) <- g (file:line)`: the innermost frames, for one line of text.
 pub fn inline(frames: &[ShownFrame]) -> String {
-    let n = if FULL_STACK.load(Ordering::Relaxed) {
+    let n = if crate::frame_options::full_stack() {
         frames.len()
     } else {
         INLINE_FRAMES
@@ -153,16 +138,6 @@ pub fn who(api: &str, frames: &[ShownFrame]) -> String {
     }
 }
 
-/// `outer;...;inner`: the stack for folded-stack text (flamegraphs), outermost first.
-pub fn folded(frames: &[ShownFrame]) -> String {
-    frames
-        .iter()
-        .rev()
-        .map(|f| crate::render::escape::folded(&f.text))
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,9 +179,14 @@ mod tests {
             .map(|f| f.function.unwrap())
             .collect();
         assert_eq!(names, ["forward", "train", "main"]);
+        let texts: Vec<_> = shown(&t, 5).into_iter().map(|f| f.text).collect();
         assert_eq!(
-            folded(&shown(&t, 5)),
-            "main (main.c:2);train (train.c:3);forward (forward.c:4)"
+            texts,
+            [
+                "forward (forward.c:4)",
+                "train (train.c:3)",
+                "main (main.c:2)"
+            ]
         );
     }
 }

@@ -24,7 +24,7 @@ pub fn resolve(dir: &Path) -> Result<Option<RunInput>, String> {
     let mut found: Vec<(Writer, bool, String)> = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(writer) = crate::views::snapshots_beside::writer(&name) {
+        if let Some(writer) = crate::snapshot::names::writer(&name) {
             let exit = !name.contains("-oom");
             found.push((writer, exit, name));
         }
