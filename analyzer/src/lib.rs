@@ -11,6 +11,7 @@ pub mod input;
 pub mod model;
 pub mod output_file;
 pub mod pack;
+pub mod regular_file;
 pub mod render;
 pub mod run;
 pub mod run_id;

@@ -49,7 +49,7 @@ fn job_id(get: impl Fn(&str) -> Option<String>) -> Option<String> {
 /// The header of the trace at `path`, opened as a regular file only (a FIFO with a
 /// trace's name would block the open forever).
 fn header_of(path: &Path) -> Result<TraceReader<Box<dyn std::io::Read + Send>>, String> {
-    let file = crate::input::open_regular(path)?;
+    let file = crate::regular_file::open_regular(path)?;
     let content = compressed::decompressed(file).map_err(|e| e.to_string())?;
     TraceReader::new(path, content).map_err(|e| e.to_string())
 }

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "input.rs",
             "run_id.rs",
             "frame_options.rs",
+            "regular_file.rs",
             "units.rs",
             "errors.rs",
             "output_file.rs",

@@ -105,3 +105,11 @@ pub fn print_json(doc: &serde_json::Value) -> Result<(), String> {
     text.push('\n');
     print(&text)
 }
+
+/// `first`, then what the environment variable `var` holds, `:`-separated (a search path).
+pub fn prepend(var: &str, first: &str) -> String {
+    match std::env::var(var) {
+        Ok(rest) if !rest.is_empty() => format!("{first}:{rest}"),
+        _ => first.to_string(),
+    }
+}

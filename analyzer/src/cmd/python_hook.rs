@@ -112,7 +112,7 @@ pub fn install(cmd: &mut Command, argv: &[String]) -> Option<PythonHook> {
     match write_hook() {
         Ok(hook) => {
             let dir = hook.dir.to_string_lossy();
-            cmd.env("PYTHONPATH", super::run::prepend("PYTHONPATH", &dir));
+            cmd.env("PYTHONPATH", super::common::prepend("PYTHONPATH", &dir));
             Some(hook)
         }
         Err(e) => {

@@ -1,5 +1,6 @@
 //! `vramtrace run [options] CMD...`: runs a command with the interposer preloaded.
 
+use super::common;
 use super::run_child::{self, Forwarding};
 use crate::units;
 use std::path::{Path, PathBuf};
@@ -99,13 +100,6 @@ fn default_output() -> PathBuf {
     PathBuf::from(format!("vramtrace-{}", crate::run_id::local_stamp()))
 }
 
-pub(crate) fn prepend(var: &str, first: &str) -> String {
-    match std::env::var(var) {
-        Ok(rest) if !rest.is_empty() => format!("{first}:{rest}"),
-        _ => first.to_string(),
-    }
-}
-
 /// Runs the command; returns the exit code vramtrace itself should end with.
 pub fn run(args: RunArgs) -> Result<i32, String> {
     let lib = find_interposer()?;
@@ -125,7 +119,10 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
 
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
-    cmd.env("LD_PRELOAD", prepend("LD_PRELOAD", &lib.to_string_lossy()));
+    cmd.env(
+        "LD_PRELOAD",
+        common::prepend("LD_PRELOAD", &lib.to_string_lossy()),
+    );
     cmd.env(
         "VRAMTRACE_OUTPUT",
         format!("{}/vramtrace-%h-%p.jsonl", out_dir.display()),
@@ -150,7 +147,7 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         let sim = find_sim()?;
         cmd.env(
             "LD_LIBRARY_PATH",
-            prepend("LD_LIBRARY_PATH", &sim.to_string_lossy()),
+            common::prepend("LD_LIBRARY_PATH", &sim.to_string_lossy()),
         );
         if let Some(c) = &args.sim_capacity {
             // A card of no memory fails the program's first CUDA call, with no trace.

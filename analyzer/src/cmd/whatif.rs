@@ -2,14 +2,14 @@
 //! [-o OUT.pickle] SNAPSHOT`: replays a PyTorch snapshot's history through a model of the
 //! caching allocator, under the recorded settings or others, on a card of a given size.
 
-use super::{common, whatif_render};
+use super::common;
+use super::whatif_render::{self, Column, Device};
 use crate::snapshot::{write_memory_viz, DeviceSnapshot};
 use crate::units::{bytes, parse_size};
 use crate::whatif::avoid::recorded_card;
-use crate::whatif::device_layer::Outside;
 use crate::whatif::replay::{Driver, Outcome};
 use crate::whatif::search::smallest_capacity;
-use crate::whatif::{replay, write, History, Settings};
+use crate::whatif::{replay, write, Settings};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -107,24 +107,6 @@ fn scenarios(
         });
     }
     Ok(out)
-}
-
-/// A device's history, the card its recorded failure shows, and its columns.
-pub(super) struct Device<'h> {
-    pub(super) h: &'h History,
-    pub(super) card: Option<(u64, usize)>,
-    /// What the run directory's traces show outside the allocator.
-    pub(super) layer: Option<Outside>,
-    /// The capacity the scenarios on a card replay on.
-    pub(super) capacity: Option<u64>,
-    pub(super) cols: Vec<Column>,
-}
-
-pub(super) struct Column {
-    pub(super) name: String,
-    pub(super) outcome: Outcome,
-    pub(super) smallest: Option<u64>,
-    pub(super) search_replays: usize,
 }
 
 pub fn whatif(args: WhatifArgs) -> Result<i32, String> {

@@ -1,11 +1,30 @@
 //! `vramtrace whatif`'s answer per device: one JSON object (docs/json.md), or the text
 //! table of its scenarios.
 
-use super::whatif::Device;
 use crate::units::bytes;
+use crate::whatif::device_layer::Outside;
 use crate::whatif::replay::Driver;
+use crate::whatif::{History, Outcome};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
+
+/// A device's history, the card its recorded failure shows, and its columns.
+pub(super) struct Device<'h> {
+    pub(super) h: &'h History,
+    pub(super) card: Option<(u64, usize)>,
+    /// What the run directory's traces show outside the allocator.
+    pub(super) layer: Option<Outside>,
+    /// The capacity the scenarios on a card replay on.
+    pub(super) capacity: Option<u64>,
+    pub(super) cols: Vec<Column>,
+}
+
+pub(super) struct Column {
+    pub(super) name: String,
+    pub(super) outcome: Outcome,
+    pub(super) smallest: Option<u64>,
+    pub(super) search_replays: usize,
+}
 
 fn driver_json(d: Driver) -> Value {
     match d {

@@ -4,7 +4,6 @@
 
 use super::block::GroupKey;
 use super::device::DeviceUsage;
-use super::process::Change;
 use super::Map;
 use std::collections::BTreeMap;
 
@@ -168,6 +167,16 @@ impl Layers {
         v.sort_unstable();
         v
     }
+}
+
+/// One change to the device memory a process holds, made by the last applied event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub dev: i32,
+    pub key: GroupKey,
+    /// Bytes taken (`added`) or given back.
+    pub bytes: u64,
+    pub added: bool,
 }
 
 /// Free space of reserved `segments` (address, size) not covered by `blocks` (sorted by

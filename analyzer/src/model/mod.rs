@@ -22,6 +22,7 @@ pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,
 };
+pub use layers::Change;
 pub use off_device::{LocationBytes, OffDevice};
-pub use process::{Change, Counts, ProcessModel};
+pub use process::{Counts, ProcessModel};
 pub use window::Window;

@@ -5,7 +5,7 @@ use super::device::DeviceUsage;
 use super::failure::{
     largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
 };
-use super::layers::Layers;
+use super::layers::{Change, Layers};
 use super::off_device::OffDevice;
 use super::physical::PhysicalTracker;
 use super::Map;
@@ -71,16 +71,6 @@ pub struct ProcessModel {
     physical: PhysicalTracker,
     recent: VecDeque<Event>,
     changes: Vec<Change>,
-}
-
-/// One change to the device memory a process holds, made by the last applied event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Change {
-    pub dev: i32,
-    pub key: GroupKey,
-    /// Bytes taken (`added`) or given back.
-    pub bytes: u64,
-    pub added: bool,
 }
 
 impl ProcessModel {

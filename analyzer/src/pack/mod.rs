@@ -148,7 +148,7 @@ pub fn write(
         // Hosts first: their names are in the file names of members packed before them.
         for (path, name) in &members {
             if is_trace_name(name) {
-                let header = crate::input::open_regular(path)
+                let header = crate::regular_file::open_regular(path)
                     .ok()
                     .and_then(|f| compressed::decompressed(f).ok())
                     .and_then(|c| vramtrace_schema::reader::TraceReader::new(path, c).ok());

@@ -54,10 +54,10 @@ impl Pool {
         })))
     }
 
-    /// Opens the regular file `path` (see [`crate::input::open_regular`]) as a trace of
+    /// Opens the regular file `path` (see [`crate::regular_file::open_regular`]) as a trace of
     /// this pool.
     pub fn open(&self, path: &Path) -> Result<Reopening, String> {
-        let file = crate::input::open_regular(path)?;
+        let file = crate::regular_file::open_regular(path)?;
         let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
         let mut open = self.lock();
         let id = open.next_id;
@@ -122,7 +122,8 @@ impl Read for Reopening {
 
 impl Reopening {
     fn reopen(&self) -> std::io::Result<File> {
-        let mut file = crate::input::open_regular(&self.path).map_err(std::io::Error::other)?;
+        let mut file =
+            crate::regular_file::open_regular(&self.path).map_err(std::io::Error::other)?;
         let meta = file.metadata()?;
         if (meta.dev(), meta.ino()) != self.identity {
             return Err(std::io::Error::other(

@@ -10,6 +10,18 @@ use super::pickle::{Pickle, Value};
 use crate::model::Map;
 use std::sync::Arc;
 
+/// Values (segments, blocks, entries, frames, settings, bytes of copied text) reading may
+/// visit for a pickle of `len` bytes. A pickle names a shared object in two bytes, so a few
+/// KB can nest references to one list a billion times over ("billion laughs"); real
+/// snapshots share frame lists between blocks, but never more than a few dozen values per
+/// byte of file.
+pub fn expansion_budget(len: usize) -> usize {
+    len.saturating_mul(64).max(1 << 20)
+}
+
+pub const EXPANDS: &str = "it expands to more values than its size allows (one object shared by \
+                       reference over and over): refused";
+
 /// One history entry, without its frames (`frames` names the list in the pickle).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryEntry {
@@ -101,7 +113,7 @@ pub fn device_traces(p: &Pickle) -> Result<Vec<Value>, String> {
         .seq(traces)
         .ok_or_else(|| "\"device_traces\" is not a list".to_string())?;
     let max = vramtrace_schema::reader::MAX_DEVICES as usize;
-    let mut budget = super::read::expansion_budget(p.len);
+    let mut budget = expansion_budget(p.len);
     traces
         .iter()
         .enumerate()
@@ -115,9 +127,7 @@ pub fn device_traces(p: &Pickle) -> Result<Vec<Value>, String> {
                     max - 1
                 ));
             }
-            budget = budget
-                .checked_sub(entries.len())
-                .ok_or(super::read::EXPANDS)?;
+            budget = budget.checked_sub(entries.len()).ok_or(EXPANDS)?;
             Ok(list)
         })
         .collect()

@@ -1,6 +1,6 @@
 //! From a decoded pickle to the snapshot model, for every generation of the format.
 
-use super::history::{self, FrameReader};
+use super::history::{self, expansion_budget, FrameReader, EXPANDS};
 use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::io::Read;
@@ -30,7 +30,8 @@ pub fn read_snapshot_without_history_frames(path: &Path) -> Result<Snapshot, Str
 /// Decodes the pickle of snapshot file `path`, streamed (decompressed where gzip or
 /// zstd). Errors name the file.
 pub fn read_pickle(path: &Path) -> Result<Pickle, String> {
-    let file = crate::input::open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file =
+        crate::regular_file::open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let content = vramtrace_schema::reader::compressed::decompressed(file)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     // One byte past the limit tells a file at the limit from a longer one.
@@ -76,19 +77,6 @@ fn reader(p: &Pickle, history: bool) -> Reader<'_> {
         history_frames: true,
     }
 }
-
-/// Values (segments, blocks, entries, frames, settings, bytes of copied text) reading may
-/// visit for a pickle of `len` bytes. A pickle names a shared object in two bytes, so a few
-/// KB can nest references to one list a billion times over ("billion laughs"); real
-/// snapshots share frame lists between blocks, but never more than a few dozen values per
-/// byte of file.
-pub(super) fn expansion_budget(len: usize) -> usize {
-    len.saturating_mul(64).max(1 << 20)
-}
-
-pub(super) const EXPANDS: &str =
-    "it expands to more values than its size allows (one object shared by \
-                       reference over and over): refused";
 
 struct Reader<'a> {
     p: &'a Pickle,
