@@ -153,15 +153,9 @@ fn check(file: &Path, set: Option<&str>, out: &Path) -> Result<(), String> {
 
 #[test]
 fn every_view_of_a_replayed_snapshot_gives_whatifs_figures() {
-    let Some(dir) = common::fixtures() else {
+    let Some(files) = vramtrace_tests::fixtures::snapshots() else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
-        .collect();
-    files.sort();
     let tmp = tempfile::tempdir().unwrap();
     // Only the files with allocations in their history can be replayed (whatif says so
     // of the others); every one of those is checked.

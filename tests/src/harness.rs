@@ -289,6 +289,20 @@ pub fn clean_env(cmd: &mut Command) -> &mut Command {
         .env(crate::truth::ENV, "1")
 }
 
+/// [`run_within`], which must succeed: else the test fails with `what`, the status and
+/// both outputs.
+pub fn succeeds(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    let out = run_within(cmd, limit);
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs `cmd` to its end, or kills it after `limit` and fails: a hang is a deadlock.
 pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     let child = cmd

@@ -3,6 +3,7 @@
 //! (with the schema's reader, independently of the analyzer), and the ground truth the
 //! workloads print.
 
+pub mod fixtures;
 pub mod harness;
 pub mod pages;
 pub mod truth;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use vramtrace_tests::harness::{clean_env, run_within};
+use vramtrace_tests::harness::{clean_env, run_within, succeeds};
 
 const LIMIT: Duration = Duration::from_secs(3000);
 
@@ -20,14 +20,7 @@ fn workspace() -> PathBuf {
 }
 
 fn ok(cmd: &mut Command, what: &str) -> String {
-    let out = run_within(cmd, LIMIT);
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(cmd, LIMIT, what);
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 

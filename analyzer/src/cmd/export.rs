@@ -1,6 +1,7 @@
-//! `vramtrace export --format perfetto|csv|memory-viz [-o FILE] TRACE|DIR...`: the whole
-//! run as Chrome trace JSON (Perfetto), one CSV row per event (both streamed as the run
-//! is replayed), or a PyTorch memory snapshot for pytorch.org/memory_viz.
+//! `vramtrace export --format perfetto|csv|memory-viz|parquet [-o FILE|DIR] TRACE|DIR...`:
+//! the whole run as Chrome trace JSON (Perfetto), one CSV row per event (both streamed as
+//! the run is replayed), a PyTorch memory snapshot for pytorch.org/memory_viz, or typed
+//! tables in a Parquet dataset ([`super::export_parquet`]).
 
 use super::common;
 use crate::render::csv::EventCsv;
@@ -19,14 +20,18 @@ pub enum Format {
     Csv,
     /// A PyTorch memory snapshot pickle: open in pytorch.org/memory_viz.
     MemoryViz,
+    /// Typed tables (events, processes, devices, failures, stacks, frames, GPUs) in a
+    /// Parquet dataset partitioned by run and rank, for DuckDB, Polars or Spark: `-o DIR`.
+    Parquet,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
     #[arg(long, value_enum)]
     pub format: Format,
-    /// Output file (default: stdout).
-    #[arg(short, long, value_name = "FILE")]
+    /// Output file (default: stdout); with `--format parquet`, the dataset's directory,
+    /// made if need be, to which each export adds its runs.
+    #[arg(short, long, value_name = "FILE|DIR")]
     pub output: Option<PathBuf>,
     /// With `--format memory-viz`, the blocks inside segments: `allocated` (tensors,
     /// where an allocator or a PyTorch snapshot tells them; the default there) or
@@ -34,14 +39,16 @@ pub struct ExportArgs {
     /// every event of both layers, each naming its API.
     #[arg(long, value_enum)]
     pub layer: Option<Layer>,
-    /// Replace FILE if it exists (vramtrace otherwise never writes over a file).
+    /// Replace FILE if it exists (vramtrace otherwise never writes over a file); with
+    /// `--format parquet`, the files of a run exported there before.
     #[arg(long)]
     pub force: bool,
     /// memory-viz: trace entries kept per device, the newest (0 keeps them all; the
     /// browser viewer slows down past about 100,000).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ENTRIES)]
     pub max_entries: usize,
-    /// Trace files, directories of traces, or PyTorch snapshots.
+    /// Trace files, directories of traces, or PyTorch snapshots (`--format parquet`: each
+    /// one a run of its own).
     #[arg(required = true, value_name = "TRACE|DIR")]
     pub paths: Vec<PathBuf>,
 }
@@ -54,6 +61,12 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
         return Err(
             "--layer applies to --format memory-viz: the Perfetto and CSV exports hold both layers' events, each naming its API".into(),
         );
+    }
+    if let Format::Parquet = args.format {
+        let Some(root) = args.output.as_ref().filter(|p| p.as_os_str() != "-") else {
+            return Err("--format parquet writes a dataset directory: name it with -o DIR".into());
+        };
+        return super::export_parquet::export(root, &args.paths, args.force);
     }
     // Sendable: the CSV rows are written on a thread of their own.
     let out: Box<dyn Write + Send> = match &args.output {
@@ -90,7 +103,7 @@ pub fn export(args: ExportArgs) -> Result<i32, String> {
                 }),
             )
         }
-        Format::Csv => {
+        Format::Csv | Format::Parquet => {
             let mut w = EventCsv::new(out).map_err(io)?;
             let run = common::load(&args.paths, Default::default(), |s| {
                 if error.is_none() {

@@ -5,6 +5,7 @@ pub mod common;
 pub mod completions;
 pub mod diff;
 pub mod export;
+mod export_parquet;
 pub mod flamegraph;
 pub mod leaks;
 pub mod oom;

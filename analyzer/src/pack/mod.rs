@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use vramtrace_schema::reader::compressed;
 
-mod redact;
+pub mod redact;
 
 /// The most members a pack may hold: a run of 128 nodes x 8 GPUs with a snapshot each is
 /// about 2,000; a hostile pack of millions of empty members is refused.

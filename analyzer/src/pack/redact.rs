@@ -16,8 +16,17 @@ pub struct Redactor {
 }
 
 /// The last component of a path: `/home/ada/train.py` -> `train.py`.
-fn base(path: &str) -> String {
+pub fn base(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+/// A command line as redacted: the program's file name, and how many arguments followed.
+pub fn command<S: AsRef<str>>(argv: &[S]) -> Vec<String> {
+    let mut kept: Vec<String> = argv.first().map(|a| base(a.as_ref())).into_iter().collect();
+    if argv.len() > 1 {
+        kept.push(format!("[{} arguments removed]", argv.len() - 1));
+    }
+    kept
 }
 
 impl Redactor {
@@ -99,18 +108,8 @@ impl Redactor {
             o.insert("host".into(), Value::String(self.host(&host)));
         }
         if let Some(argv) = o.get("argv").and_then(Value::as_array).cloned() {
-            let mut kept: Vec<Value> = argv
-                .first()
-                .and_then(Value::as_str)
-                .map(|a| Value::String(base(a)))
-                .into_iter()
-                .collect();
-            if argv.len() > 1 {
-                kept.push(Value::String(format!(
-                    "[{} arguments removed]",
-                    argv.len() - 1
-                )));
-            }
+            let argv: Vec<&str> = argv.iter().map(|a| a.as_str().unwrap_or("")).collect();
+            let kept = command(&argv).into_iter().map(Value::String).collect();
             o.insert("argv".into(), Value::Array(kept));
         }
         if let Some(exe) = o.get("exe").and_then(Value::as_str).map(base) {

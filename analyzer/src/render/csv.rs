@@ -1,13 +1,13 @@
 //! CSV: the timeline's buckets, and every event of a run as it streams by (`export`).
 
 use super::escape::csv as field;
-use crate::model::Map;
+use super::event_kind::EventKinds;
 use crate::run::Step;
 use crate::views::timeline::Timeline;
 use std::io::Write;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
-use vramtrace_schema::{Api, Event, Kind, Op};
+use vramtrace_schema::{Api, Kind};
 
 /// One row per series and bucket.
 pub fn timeline(t: &Timeline) -> String {
@@ -70,10 +70,7 @@ struct Row {
 /// replay runs on one thread: the rows are formatted and written on another, which
 /// takes them in batches of plain records.
 pub struct EventCsv<W: Write + Send + 'static> {
-    /// Live allocations whose location made them host or managed pool memory, by process
-    /// and address (handle for `cuMemCreate`): their frees carry no location, and their
-    /// rows take the kind of what they give back from here.
-    off_device: Map<(usize, u64), Kind>,
+    kinds: EventKinds,
     batch: Vec<Row>,
     writer: Writer<W>,
 }
@@ -127,41 +124,18 @@ impl<W: Write + Send + 'static> EventCsv<W> {
             Err(_) => Writer::Inline(rows),
         };
         Ok(EventCsv {
-            off_device: Map::default(),
+            kinds: EventKinds::default(),
             batch: Vec::with_capacity(BATCH),
             writer,
         })
     }
-    /// The kind of memory the event deals in: a free's is its allocation's.
-    fn kind(&mut self, process: usize, e: &Event) -> Kind {
-        let key = |addr_or_handle: u64| (process, addr_or_handle);
-        match e.api.op() {
-            Op::Alloc if e.ok() && e.kind() != e.api.kind() => {
-                self.off_device.insert(key(e.addr), e.kind());
-            }
-            Op::Create if e.ok() && e.kind() != e.api.kind() => {
-                self.off_device.insert(key(e.handle.unwrap_or(0)), e.kind());
-            }
-            // Most runs have no such memory: no look-up for every free then.
-            Op::Free if e.ok() && !self.off_device.is_empty() => {
-                return self.off_device.remove(&key(e.addr)).unwrap_or(e.kind())
-            }
-            Op::Release if e.ok() && !self.off_device.is_empty() => {
-                let handle = e.handle.unwrap_or(0);
-                return self.off_device.remove(&key(handle)).unwrap_or(e.kind());
-            }
-            _ => {}
-        }
-        e.kind()
-    }
-
     pub fn step(&mut self, s: &Step) -> std::io::Result<()> {
         // A row per event: a process's end is none.
         if s.ended {
             return Ok(());
         }
         let e = s.event;
-        let kind = self.kind(s.process, e);
+        let kind = self.kinds.of(s.process, e);
         self.batch.push(Row {
             time: s.time,
             addr: e.addr,
