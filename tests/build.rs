@@ -267,6 +267,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         Link::DynamicRuntime,
         &["-rdynamic"],
     ),
+    // One rank of a pipeline-parallel job (the per-rank views, scripts/bench-ranks.sh).
+    (
+        "pipeline",
+        "pipeline.c",
+        "pipeline",
+        Link::DynamicRuntime,
+        &["-rdynamic"],
+    ),
     // Fault workloads (tests/tests/faults.rs) and the benchmark program (scripts/bench.sh).
     ("killed", "killed.c", "killed", Link::DynamicRuntime, &[]),
     ("teardown", "teardown.c", "teardown", Link::Driver, &[]),

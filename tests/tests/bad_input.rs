@@ -641,6 +641,47 @@ fn events_late_by_half_the_reorder_window_are_read_in_linear_time() {
     assert_eq!(times[on_time as usize - 1], on_time - 1);
 }
 
+/// An event later in the file than the reorder window reaches cannot be put back in
+/// order: it is handed out at its own time, after events timed after it, and counted - by
+/// the reader, and in the note every view prints - never dropped.
+#[test]
+fn an_event_later_than_the_reorder_window_is_counted_and_kept() {
+    use vramtrace_schema::reader::{MIN_WINDOW, REORDER_WINDOW};
+    let event = |t: u64| {
+        format!("{{\"t\":{t},\"tid\":1,\"dev\":0,\"api\":\"cudaMemGetInfo\",\"res\":0,\"free\":1,\"total\":2}}\n")
+    };
+    let body = |ahead: usize| {
+        let mut body = header_line(1);
+        for i in 0..ahead as u64 + 10 {
+            body.push_str(&event(1000 + i));
+        }
+        body.push_str(&event(5));
+        body
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A reader given the smallest window, and one with the whole window just within it.
+    let path = write(dir.path(), "late.jsonl", body(MIN_WINDOW).as_bytes());
+    let mut reader = TraceReader::open(&path).unwrap();
+    reader.set_window(MIN_WINDOW);
+    let mut times = Vec::new();
+    while let Some(e) = reader.next_event().unwrap() {
+        times.push(e.t);
+    }
+    assert_eq!(times.len(), MIN_WINDOW + 11, "every event is handed out");
+    assert!(times.contains(&5));
+    assert_eq!(reader.notes.late_events, 1);
+    let mut reader = TraceReader::open(&path).unwrap();
+    while reader.next_event().unwrap().is_some() {}
+    assert_eq!(reader.notes.late_events, 0, "within the default window");
+    // Past the default window, the views say so.
+    let path = write(dir.path(), "later.jsonl", body(REORDER_WINDOW).as_bytes());
+    let (_, stderr) = summary(&[&path]);
+    assert!(
+        stderr.contains("1 of its events came later in the file than its reorder window reaches"),
+        "{stderr}"
+    );
+}
+
 /// A chain of 5,000 stack nodes (680 KB with its events) made every view that prints a
 /// stack print 5,000 frames per group. No interposer writes a stack deeper than
 /// MAX_STACK_DEPTH: the node past it is an error naming its line, the events before it

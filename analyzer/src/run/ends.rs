@@ -10,9 +10,12 @@
 use super::{Run, Step};
 use vramtrace_schema::Event;
 
-/// What a queued item of the merge is, in the order they go at one moment.
-pub const EVENT: u8 = 0;
-pub const END: u8 = 1;
+/// What a queued item of the merge is, in the order they go at one moment: a trace not
+/// yet read (queued at its start, so that a run of traces that ran one after another reads
+/// one at a time), an event, a process's end.
+pub const START: u8 = 0;
+pub const EVENT: u8 = 1;
+pub const END: u8 = 2;
 
 #[derive(Default)]
 pub struct Ends {

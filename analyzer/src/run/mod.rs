@@ -68,6 +68,11 @@ pub struct Step<'a> {
     pub ended: bool,
 }
 
+/// Events all traces of a run read ahead of the replay at most, together (a trace's share,
+/// its reorder window, is at least [`vramtrace_schema::reader::MIN_WINDOW`]): some 100 MB
+/// however many ranks a run has.
+const READ_AHEAD: usize = 1 << 20;
+
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
     /// Replay only events at or before this run time: the state is then the state at it.
@@ -210,10 +215,24 @@ impl Run {
             end_time: 0,
             last_read: 0,
         };
-        // (run time, what, source): at one moment, events before ends.
+        // What every trace reads ahead of the replay, together, is bounded.
+        let traces = sources
+            .iter()
+            .filter(|x| matches!(x.events, Events::Trace(_)))
+            .count();
+        for x in &mut sources {
+            if let Events::Trace(reader) = &mut x.events {
+                reader.set_window(READ_AHEAD / traces.max(1));
+            }
+        }
+        // (run time, what, source): at one moment, events before ends. A trace is read
+        // from its start on (its events are timed after its header's start).
         let mut queue = queue::Queue::new();
         for i in 0..sources.len() {
-            if let Some(t) = run.pull(&mut sources, i) {
+            if matches!(sources[i].events, Events::Trace(_)) {
+                let start = run.origins[sources[i].process];
+                queue.push(Reverse((start, ends::START, i)));
+            } else if let Some(t) = run.pull(&mut sources, i) {
                 queue.push(Reverse((t, ends::EVENT, i)));
             }
         }
@@ -248,6 +267,12 @@ impl Run {
                 run.last_read = run.last_read.max(time);
             }
             if options.until.is_some_and(|u| time > u) {
+                continue;
+            }
+            if what == ends::START {
+                if let Some(t) = run.pull(&mut sources, s) {
+                    queue.push(Reverse((t, ends::EVENT, s)));
+                }
                 continue;
             }
             if what == ends::END {
@@ -415,6 +440,13 @@ impl Run {
                     p.path.display(),
                     unkept,
                     crate::model::KEPT_FAILURES
+                ));
+            }
+            if p.notes.late_events > 0 {
+                out.push(format!(
+                    "note: {}: {} of its events came later in the file than its reorder window reaches, and were replayed after events timed after them",
+                    p.path.display(),
+                    p.notes.late_events
                 ));
             }
             if p.notes.unknown_apis > 0 || p.notes.unknown_records > 0 {

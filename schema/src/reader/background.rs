@@ -14,8 +14,11 @@ const BATCH: usize = 2048;
 const BATCH_BYTES: usize = 1 << 20;
 const IN_FLIGHT: usize = 4;
 
-/// Parsing threads alive now: at most one per CPU, the rest of a many-file run parses
-/// in line (each file still in one place, in order).
+/// Readers parsing on a thread of their own now: at most one per CPU, the rest of a
+/// many-file run parses in line (each file still in one place, in order). A place is held
+/// until the reader is dropped, not only while its thread runs: a small file's thread is
+/// over as soon as the whole file waits parsed in its batches, and a run of a thousand
+/// small traces would otherwise hold every one of them parsed at once.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 type Batch = Vec<Result<Item, TraceError>>;
@@ -25,6 +28,7 @@ pub struct Background {
     batch: std::vec::IntoIter<Result<Item, TraceError>>,
     thread: Option<std::thread::JoinHandle<()>>,
     path: std::path::PathBuf,
+    _slot: Slot,
 }
 
 /// Releases the thread's place in [`RUNNING`] however it ends.
@@ -52,7 +56,6 @@ impl Background {
         let spawned = std::thread::Builder::new()
             .name("vramtrace-parse".into())
             .spawn(move || {
-                let _slot = slot;
                 let Ok(mut lines) = take.recv() else {
                     return;
                 };
@@ -91,6 +94,7 @@ impl Background {
             batch: Vec::new().into_iter(),
             thread: Some(thread),
             path,
+            _slot: slot,
         })
     }
 

@@ -31,8 +31,11 @@ pub const MAX_DEVICES: i32 = 4096;
 
 /// Events are written in time order per flush; a thread preempted between its timestamp
 /// and its queue push can land a few events late. Readers restore the order within this
-/// many events.
+/// many events (fewer where a run reads many traces at once: [`TraceReader::set_window`]).
 pub const REORDER_WINDOW: usize = 1 << 16;
+
+/// The smallest window a reader may be given.
+pub const MIN_WINDOW: usize = 1 << 10;
 
 /// An error that names the file, the line and what was expected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +71,9 @@ pub struct ReadNotes {
     pub end: Option<End>,
     /// Calls the interposer could not record (the sum of the `lost` records).
     pub lost_calls: u64,
+    /// Events that came later in the file than the reorder window reaches: handed out
+    /// after events timed after them, at their own time.
+    pub late_events: u64,
 }
 
 /// Reads a trace file event by event.
@@ -82,6 +88,10 @@ pub struct TraceReader<R: Read = File> {
     pub names: std::collections::HashMap<u64, String>,
     /// Events read ahead, handed out earliest first.
     pending: Ahead,
+    /// Events read ahead at most.
+    window: usize,
+    /// The latest time handed out: an event before it came past the window.
+    handed_out: Option<u64>,
     done: bool,
     deferred: Option<TraceError>,
 }
@@ -90,6 +100,8 @@ pub struct TraceReader<R: Read = File> {
 enum Source<R> {
     Inline(Lines<R>),
     Background(Background),
+    /// The file is read to its end: its buffers and thread are given back.
+    Finished,
 }
 
 impl TraceReader<Box<dyn Read + Send>> {
@@ -136,6 +148,8 @@ impl<R: Read> TraceReader<R> {
             stacks: StackTable::default(),
             names: Default::default(),
             pending: Ahead::default(),
+            window: REORDER_WINDOW,
+            handed_out: None,
             done: false,
             deferred: None,
         }
@@ -156,6 +170,7 @@ impl<R: Read> TraceReader<R> {
             let item = match &mut self.source {
                 Source::Inline(lines) => lines.item()?,
                 Source::Background(b) => b.item()?,
+                Source::Finished => None,
             };
             match item {
                 None => return Ok(None),
@@ -177,10 +192,18 @@ impl<R: Read> TraceReader<R> {
         }
     }
 
-    /// The next event in time order (restored within [`REORDER_WINDOW`] events).
-    /// After an error, the events read before it have all been returned.
+    /// Restores the order within `events` events (at least [`MIN_WINDOW`], at most
+    /// [`REORDER_WINDOW`]) instead: a run of many traces bounds what all its readers hold
+    /// ahead. An event later than that is counted in [`ReadNotes::late_events`].
+    pub fn set_window(&mut self, events: usize) {
+        self.window = events.clamp(MIN_WINDOW, REORDER_WINDOW);
+    }
+
+    /// The next event in time order (restored within the window, [`REORDER_WINDOW`]
+    /// events unless set). After an error, the events read before it have all been
+    /// returned.
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
-        while !self.done && self.pending.len() < REORDER_WINDOW {
+        while !self.done && self.pending.len() < self.window {
             match self.next_raw() {
                 Ok(Some(event)) => self.pending.push(event),
                 Ok(None) => self.done = true,
@@ -195,8 +218,15 @@ impl<R: Read> TraceReader<R> {
             }
         }
         if let Some(e) = self.pending.pop() {
+            if self.handed_out.is_some_and(|t| e.t < t) {
+                self.notes.late_events += 1;
+            }
+            self.handed_out = Some(self.handed_out.map_or(e.t, |t| t.max(e.t)));
             return Ok(Some(e));
         }
+        // Read to the end: a run of a thousand traces keeps no buffers of those it read.
+        self.pending = Ahead::default();
+        self.source = Source::Finished;
         match self.deferred.take() {
             Some(e) => Err(e),
             None => Ok(None),
