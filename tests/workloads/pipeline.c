@@ -11,13 +11,15 @@
  *   pipeline [STEPS]        STEPS training steps (default 20)
  *
  * Prints its truth, and one line
- *   VRAMTRACE_PIPELINE {"rank":R,"stage":S,"peak":B,"sites":{"alloc_embeddings":B,..}}
+ *   VRAMTRACE_PIPELINE {"pid":P,"rank":R,"stage":S,"peak":B,"oom":B,"sites":{"alloc_embeddings":B,..}}
  * with its peak of live device bytes and, at the first moment of that peak, the live bytes
- * by the function that allocated them. A failed cudaMalloc ends the rank as the demo does. */
+ * by the function that allocated them. A failed cudaMalloc ends the rank as the demo does;
+ * "oom" is the size it asked for (0 where none failed). */
 #include "cuda_runtime_sim.h"
 #include "wl.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #define LAYERS 8
 #define MICRO 8
@@ -27,11 +29,12 @@
 enum site { PARAMETERS, GRADIENTS, OPTIMIZER, EMBEDDINGS, ACTIVATIONS, LOGITS, WORKSPACE, SITES };
 static const char *site_names[SITES] = {
     "alloc_parameters", "alloc_gradients", "alloc_optimizer_state", "alloc_embeddings",
-    "forward_activations", "forward_logits", "backward_workspace",
+    "forward_activations", "forward_logits", "backward",
 };
 static unsigned long long live[SITES], live_total, peak, at_peak[SITES];
 static long rank;
 static int stage;
+static unsigned long long oom; /* the size whose cudaMalloc failed, if one did */
 
 static void count(enum site s, long long bytes) {
     live[s] += bytes;
@@ -43,7 +46,8 @@ static void count(enum site s, long long bytes) {
 }
 
 static void print_pipeline(void) {
-    printf("VRAMTRACE_PIPELINE {\"rank\":%ld,\"stage\":%d,\"peak\":%llu,\"sites\":{", rank, stage, peak);
+    printf("VRAMTRACE_PIPELINE {\"pid\":%d,\"rank\":%ld,\"stage\":%d,\"peak\":%llu,\"oom\":%llu,\"sites\":{",
+           (int)getpid(), rank, stage, peak, oom);
     for (int s = 0, first = 1; s < SITES; s++) {
         if (!at_peak[s]) continue;
         printf("%s\"%s\":%llu", first ? "" : ",", site_names[s], at_peak[s]);
@@ -55,6 +59,7 @@ static void print_pipeline(void) {
 
 NOINLINE void report_oom(size_t tried) {
     fprintf(stderr, "CUDA out of memory. Tried to allocate %.2f GiB\n", (double)tried / GiB);
+    oom = tried;
     print_pipeline();
     exit(1); /* the truth is printed at exit */
 }
@@ -120,20 +125,18 @@ int main(int argc, char **argv) {
     struct micro micro[MICRO];
     memset(micro, 0, sizeof micro);
     for (int step = 0; step < steps; step++) {
+        /* Warm-up forwards, then a backward and a forward at a time, then cool-down; one
+         * call site each, so that every allocation site has one stack. */
         int forwarded = 0, backwarded = 0;
-        /* Warm-up forwards, then one forward and one backward at a time, then cool-down. */
-        while (forwarded < in_flight) {
-            forward_activations(&micro[forwarded], act);
-            if (last) forward_logits(&micro[forwarded], logits);
-            forwarded++;
-        }
         while (backwarded < MICRO) {
-            backward(&micro[backwarded % MICRO], act, logits, ws);
-            backwarded++;
-            if (forwarded < MICRO) {
-                forward_activations(&micro[forwarded % MICRO], act);
-                if (last) forward_logits(&micro[forwarded % MICRO], logits);
+            int forward = forwarded < MICRO && forwarded - backwarded < in_flight;
+            if (forward) {
+                forward_activations(&micro[forwarded], act);
+                if (last) forward_logits(&micro[forwarded], logits);
                 forwarded++;
+            } else {
+                backward(&micro[backwarded], act, logits, ws);
+                backwarded++;
             }
         }
     }

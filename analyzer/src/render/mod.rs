@@ -13,6 +13,7 @@ pub mod parquet;
 pub mod peak;
 pub mod perfetto;
 pub mod plot;
+mod rank_spread;
 pub mod report;
 pub mod style;
 pub mod summary;

@@ -15,6 +15,9 @@ pub fn text(s: &Summary) -> String {
     let mut out = String::new();
     let o = &mut out;
     super::summary_verdict::lines(o, s);
+    if let Some(spread) = &s.rank_spread {
+        super::rank_spread::text(o, spread, s.start_unix_ns);
+    }
     let _ = writeln!(o);
     let many = s.processes.len() > 1;
     let hosts: std::collections::BTreeSet<&str> =

@@ -16,6 +16,7 @@ pub mod peak;
 pub mod plot;
 pub mod preallocation;
 pub mod process_name;
+pub mod rank_spread;
 pub mod ranks;
 pub mod report;
 pub mod summary;

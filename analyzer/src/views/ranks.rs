@@ -70,18 +70,30 @@ pub fn rows(processes: &[ProcessSummary]) -> Vec<RankRow> {
             .then_with(|| a.rank.cmp(&b.rank))
             .then(a.pid.cmp(&b.pid))
     });
-    let by_tensors = rows.iter().all(|r| r.peak_requested_bytes.is_some());
-    let peak = |r: &RankRow| {
-        if by_tensors {
-            r.peak_requested_bytes.unwrap_or(0)
-        } else {
-            r.peak_reserved_bytes
-        }
-    };
+    let by_tensors = by_tensors(&rows);
+    let peak = |r: &RankRow| r.compared_peak(by_tensors);
     if let Some(top) = rows.iter().map(peak).max().filter(|&m| m > 0) {
         for r in rows.iter_mut().filter(|r| peak(r) == top) {
             r.highest = true;
         }
     }
     rows
+}
+
+/// Whether ranks are compared by their tensors (requested bytes): only where every rank
+/// has an allocated layer, their reserved memory otherwise - never one by one and the
+/// other by the other.
+pub fn by_tensors(rows: &[RankRow]) -> bool {
+    rows.iter().all(|r| r.peak_requested_bytes.is_some())
+}
+
+impl RankRow {
+    /// The peak ranks are compared by ([`by_tensors`]).
+    pub fn compared_peak(&self, by_tensors: bool) -> u64 {
+        if by_tensors {
+            self.peak_requested_bytes.unwrap_or(0)
+        } else {
+            self.peak_reserved_bytes
+        }
+    }
 }

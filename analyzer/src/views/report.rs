@@ -21,6 +21,8 @@ use serde::Serialize;
 pub const GRAPH_GROUPS: usize = 300;
 /// Failures given a flamegraph of their own.
 pub const FAILURE_GRAPHS: usize = 4;
+/// GPUs drawn at most; past it the page draws the worst and lists the others.
+pub const MOST_PLOTS: usize = 32;
 
 #[derive(Serialize)]
 pub struct ReportView {
@@ -31,7 +33,8 @@ pub struct ReportView {
     /// The run is one moment: a snapshot without times (PyTorch before 2.2). Its times
     /// are all 0, so the page says "at its dump" instead of "at 0.000s".
     pub timeless: bool,
-    /// A section each, in rank order where ranks are known (the GPU's order otherwise).
+    /// A section each, in rank order where ranks are known (the GPU's order otherwise);
+    /// past [`MOST_PLOTS`], the worst first: those that failed, then by peak.
     pub plots: Vec<DevicePlot>,
     /// The GPUs each of the summary's ranks ran on (`GPU 0, GPU 1`), in its order.
     pub rank_gpus: Vec<String>,
@@ -191,6 +194,20 @@ pub fn build(i: Inputs) -> ReportView {
     let at_end = at_end(s, i.leaks);
     let mut plots = i.plots;
     plots.sort_by(|a, b| rank_order(a).cmp(&rank_order(b)));
+    if plots.len() > MOST_PLOTS {
+        // Only some are drawn: the worst, failed first (by their first failure), then by
+        // peak; equal ones stay in rank order.
+        plots.sort_by_key(|p| {
+            (
+                p.failures
+                    .iter()
+                    .map(|f| f.time_ns)
+                    .min()
+                    .unwrap_or(u64::MAX),
+                std::cmp::Reverse(p.peak_bytes),
+            )
+        });
+    }
     let rank_gpus = s
         .ranks
         .iter()

@@ -25,6 +25,8 @@ pub struct Summary {
     pub devices: Vec<RunDeviceSummary>,
     /// The ranks side by side (processes with a rank only).
     pub ranks: Vec<super::ranks::RankRow>,
+    /// How unevenly the ranks use memory; null below two ranks.
+    pub rank_spread: Option<super::rank_spread::RankSpread>,
     pub unreadable: Vec<String>,
     /// XLA's preallocations (JAX), where found ([`super::preallocation`]).
     pub preallocations: Vec<super::preallocation::Preallocation>,
@@ -268,12 +270,15 @@ pub fn build_at(run: &Run, layer: Option<Layer>) -> Summary {
         .collect::<Vec<_>>();
     let mut devices = devices;
     devices.sort_by(|a, b| (&a.host, &a.gpu).cmp(&(&b.host, &b.gpu)));
+    let ranks = super::ranks::rows(&processes);
+    let rank_spread = super::rank_spread::of(run, &processes, &ranks);
     Summary {
         format: "vramtrace-summary",
         version: super::JSON_VERSION,
         start_unix_ns: run.start_unix_ns,
         duration_ns: run.end_time,
-        ranks: super::ranks::rows(&processes),
+        ranks,
+        rank_spread,
         processes,
         devices,
         unreadable: run.unreadable.iter().map(|e| e.to_string()).collect(),

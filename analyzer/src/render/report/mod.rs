@@ -11,6 +11,7 @@
 
 mod data;
 mod flamegraphs;
+mod rank_spread;
 mod sections;
 
 use super::escape::{self, markup as esc};
@@ -55,7 +56,7 @@ pub const BUDGETS: [Budget; 4] = [
         moments: usize::MAX,
         flamegraphs: 16,
         rows: 20,
-        plots: 32,
+        plots: crate::views::report::MOST_PLOTS,
     },
     Budget {
         moments: 50,

@@ -14,6 +14,8 @@ use std::fmt::Write;
 
 /// Processes listed in the processes table.
 const PROCESS_ROWS: usize = 64;
+/// Ranks listed in the per-rank table: every rank of a job of a few thousand GPUs.
+const RANK_ROWS: usize = 4096;
 
 /// Text from a view that marks code with backticks (`vramtrace oom`, a setting): escaped,
 /// and each pair of backticks a `<code>` element instead of literal marks.
@@ -200,11 +202,15 @@ pub fn ranks(o: &mut String, s: &Summary, v: &ReportView, notes: &mut Vec<String
     if s.ranks.len() < 2 {
         return;
     }
+    let _ = writeln!(o, "<section id=\"vt-ranks\"><h2>Ranks</h2>");
+    if let Some(spread) = &s.rank_spread {
+        super::rank_spread::html(o, spread, &s.ranks, s.start_unix_ns);
+    }
     let _ = writeln!(
         o,
-        "<section id=\"vt-ranks\"><h2>Ranks</h2><table><thead><tr><th>rank</th><th>process</th><th>host</th><th>GPUs</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
+        "<table><thead><tr><th>rank</th><th>process</th><th>host</th><th>GPUs</th><th class=\"n\">peak reserved</th><th class=\"n\">peak tensors</th><th class=\"n\">failed allocations</th><th></th></tr></thead><tbody>"
     );
-    for (k, r) in s.ranks.iter().enumerate().take(PROCESS_ROWS) {
+    for (k, r) in s.ranks.iter().enumerate().take(RANK_ROWS) {
         let class = if r.failed_allocations > 0 {
             " class=\"bad\""
         } else {
@@ -224,9 +230,9 @@ pub fn ranks(o: &mut String, s: &Summary, v: &ReportView, notes: &mut Vec<String
         );
     }
     let _ = writeln!(o, "</tbody></table></section>");
-    if s.ranks.len() > PROCESS_ROWS {
+    if s.ranks.len() > RANK_ROWS {
         notes.push(format!(
-            "ranks: the first {PROCESS_ROWS} of {} are listed (`vramtrace summary` lists all)",
+            "ranks: the first {RANK_ROWS} of {} are listed (`vramtrace summary` lists all)",
             s.ranks.len()
         ));
     }
