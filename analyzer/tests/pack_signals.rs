@@ -54,6 +54,11 @@ fn reading(pack: &std::path::Path, tmp: &std::path::Path, ignored: &[i32]) -> st
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(move || {
+            // As a terminal's foreground process has them: a test run started in the
+            // background (`cmd &` in a script) inherits SIGINT and SIGQUIT ignored.
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                libc::signal(s, libc::SIG_DFL);
+            }
             for &s in &ignored {
                 libc::signal(s, libc::SIG_IGN);
             }

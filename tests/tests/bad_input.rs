@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use support::{run_within, traced, Rng};
-use vramtrace_schema::reader::{ReadNotes, TraceError, TraceReader, MAX_LINE};
+use vramtrace_schema::reader::{
+    ParsePool, ReadNotes, TraceError, TraceReader, MAX_LINE, MIN_WINDOW,
+};
 use vramtrace_tests::harness::vramtrace;
 
 /// A real trace, recorded once per test binary by a workload (runtime_dynamic: every
@@ -54,6 +56,20 @@ fn read_parallel<R: Read + Send + 'static>(path: &Path, input: R) -> Read_ {
         read_from(TraceReader::new_parallel(path, input))
     }))
     .unwrap_or_else(|_| panic!("the parallel reader panicked on {}", path.display()))
+}
+
+/// The pool every pooled read of this test binary shares, as a run's readers share one.
+fn pool() -> &'static ParsePool {
+    static POOL: OnceLock<ParsePool> = OnceLock::new();
+    POOL.get_or_init(ParsePool::new)
+}
+
+/// As [`read_all`], parsed a batch ahead by a pool shared with other readers.
+fn read_pooled<R: Read + Send + 'static>(path: &Path, input: R) -> Read_ {
+    catch_unwind(AssertUnwindSafe(|| {
+        read_from(TraceReader::new_pooled(path, input, pool()))
+    }))
+    .unwrap_or_else(|_| panic!("the pooled reader panicked on {}", path.display()))
 }
 
 fn read_from<R: Read>(opened: Result<TraceReader<R>, TraceError>) -> Read_ {
@@ -276,6 +292,52 @@ impl Drop for KeepOnFailure<'_> {
     }
 }
 
+/// A run of many ranks reads its traces in turn, each parsed by a pool's threads a batch
+/// ahead (and by the reader itself when its batch is not ready): 40 readers of one real
+/// trace of a pipeline rank (thousands of events with stacks), taken one event at a time
+/// in turn, each read exactly what one reader alone reads.
+#[test]
+fn readers_sharing_a_parse_pool_each_read_what_one_reader_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rank.jsonl");
+    let out = run_within(
+        traced("pipeline", &["20"], &path.display().to_string()).env("RANK", "0"),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(out.status.success());
+    let bytes = std::fs::read(&path).unwrap();
+    let alone = {
+        let mut reader = TraceReader::new(&path, &bytes[..]).unwrap();
+        reader.set_window(MIN_WINDOW);
+        let mut events = Vec::new();
+        while let Some(e) = reader.next_event().unwrap() {
+            events.push((e.t, e.addr, reader.stacks.ips(e.stack)));
+        }
+        events
+    };
+    assert!(alone.len() > 2000, "{} events", alone.len());
+    let mut readers: Vec<_> = (0..40)
+        .map(|_| {
+            let mut r = TraceReader::new_pooled(&path, std::io::Cursor::new(bytes.clone()), pool())
+                .unwrap();
+            r.set_window(MIN_WINDOW);
+            (r, Vec::new(), false)
+        })
+        .collect();
+    while readers.iter().any(|r| !r.2) {
+        for (reader, events, done) in readers.iter_mut().filter(|r| !r.2) {
+            match reader.next_event().unwrap() {
+                Some(e) => events.push((e.t, e.addr, reader.stacks.ips(e.stack))),
+                None => *done = true,
+            }
+        }
+    }
+    for (n, (reader, events, _)) in readers.iter().enumerate() {
+        assert!(*events == alone, "reader {n} read otherwise");
+        assert_eq!(reader.notes.late_events, 0, "reader {n}");
+    }
+}
+
 /// 600 mutants of a real trace (fixed seed: a failure names its mutant and keeps it),
 /// each read to the end; every 30th also through `vramtrace summary`.
 #[test]
@@ -309,6 +371,18 @@ fn mutated_real_traces_never_panic_and_errors_name_the_place() {
         assert_eq!(
             format!("{:?}", read.notes),
             format!("{:?}", parallel.notes),
+            "mutant {n}"
+        );
+        // And parsed by a pool of threads shared with other readers.
+        let pooled = read_pooled(&path, std::fs::File::open(&path).unwrap());
+        assert_eq!(
+            (read.events, read.digest, read.names, &read.error),
+            (pooled.events, pooled.digest, pooled.names, &pooled.error),
+            "mutant {n} ({what}), read in line and by a pool"
+        );
+        assert_eq!(
+            format!("{:?}", read.notes),
+            format!("{:?}", pooled.notes),
             "mutant {n}"
         );
         if let Some(e) = &read.error {

@@ -25,7 +25,7 @@ use crate::model::{Change, ProcessModel};
 use progress::Progress;
 use std::cmp::Reverse;
 use std::path::PathBuf;
-use vramtrace_schema::reader::{compressed, TraceError, TraceReader};
+use vramtrace_schema::reader::{compressed, ParsePool, TraceError, TraceReader};
 use vramtrace_schema::Event;
 
 pub struct Run {
@@ -142,7 +142,13 @@ impl Run {
                 .sum(),
         );
         // Threads making large snapshots' events beside the replay: one per other CPU.
-        let mut feed_threads = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut feed_threads = cpus - 1;
+        // More traces than CPUs (a run of many ranks): a pool of threads parses for all
+        // of them, where a thread of its own for each of the first few would leave the
+        // rest to the replay's CPU.
+        let traces = is_snapshot.iter().filter(|s| !**s).count();
+        let parse_pool = (traces > cpus).then(ParsePool::new);
         for (file, is_snapshot) in files.into_iter().zip(is_snapshot) {
             if is_snapshot {
                 let events = opened
@@ -183,7 +189,11 @@ impl Run {
                 line: 0,
                 message,
             });
-            match opened.and_then(|f| TraceReader::new_parallel(&file, f)) {
+            let reader = opened.and_then(|f| match &parse_pool {
+                Some(pool) => TraceReader::new_pooled(&file, f, pool),
+                None => TraceReader::new_parallel(&file, f),
+            });
+            match reader {
                 Ok(reader) => {
                     processes.push(ProcessModel::new(file, reader.header().clone()));
                     sources.push(Source {

@@ -21,7 +21,31 @@ const IN_FLIGHT: usize = 4;
 /// small traces would otherwise hold every one of them parsed at once.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-type Batch = Vec<Result<Item, TraceError>>;
+pub(super) type Batch = Vec<Result<Item, TraceError>>;
+
+/// Parses up to `items` items, or [`BATCH_BYTES`] of lines; true when nothing follows
+/// them (the end, a cut last line or an error).
+pub(super) fn parse_batch<R: Read>(lines: &mut Lines<R>, items: usize) -> (Batch, bool) {
+    let mut batch = Vec::with_capacity(items);
+    let mut last = false;
+    let mut bytes = 0;
+    while batch.len() < items && bytes < BATCH_BYTES && !last {
+        let item = lines.item();
+        bytes += lines.line.len();
+        match item {
+            Ok(Some(item)) => {
+                last = matches!(item, Item::Truncated(_));
+                batch.push(Ok(item));
+            }
+            Ok(None) => last = true,
+            Err(e) => {
+                batch.push(Err(e));
+                last = true;
+            }
+        }
+    }
+    (batch, last)
+}
 
 pub struct Background {
     rx: Receiver<Batch>,
@@ -60,24 +84,7 @@ impl Background {
                     return;
                 };
                 loop {
-                    let mut batch = Vec::with_capacity(BATCH);
-                    let mut last = false;
-                    let mut bytes = 0;
-                    while batch.len() < BATCH && bytes < BATCH_BYTES && !last {
-                        let item = lines.item();
-                        bytes += lines.line.len();
-                        match item {
-                            Ok(Some(item)) => {
-                                last = matches!(item, Item::Truncated(_));
-                                batch.push(Ok(item));
-                            }
-                            Ok(None) => last = true,
-                            Err(e) => {
-                                batch.push(Err(e));
-                                last = true;
-                            }
-                        }
-                    }
+                    let (batch, last) = parse_batch(&mut lines, BATCH);
                     // The reader was dropped, or this was the end: stop.
                     if tx.send(batch).is_err() || last {
                         return;

@@ -14,10 +14,14 @@ mod ahead;
 mod background;
 pub mod compressed;
 mod lines;
+mod pooled;
+
+pub use pooled::ParsePool;
 
 use ahead::Ahead;
 use background::Background;
 use lines::{Item, LineRead, Lines};
+use pooled::Pooled;
 
 /// Longest line a reader accepts. Records are a few hundred bytes; anything longer is not
 /// something the interposer wrote.
@@ -96,10 +100,11 @@ pub struct TraceReader<R: Read = File> {
     deferred: Option<TraceError>,
 }
 
-/// Where the lines come from: parsed here, or by a thread of their own.
+/// Where the lines come from: parsed here, by a thread of their own, or by a pool's.
 enum Source<R> {
     Inline(Lines<R>),
     Background(Background),
+    Pooled(Pooled<R>),
     /// The file is read to its end: its buffers and thread are given back.
     Finished,
 }
@@ -128,6 +133,18 @@ impl<R: Read + Send + 'static> TraceReader<R> {
             Err(lines) => Source::Inline(lines),
         };
         Ok(TraceReader::with(path, header, source))
+    }
+
+    /// As [`TraceReader::new`], with the lines after the header parsed a batch ahead by
+    /// `pool`'s threads, which every reader made with it shares: for a run of more traces
+    /// than CPUs. The same events, records and errors in the same order.
+    pub fn new_pooled(path: &Path, input: R, pool: &ParsePool) -> Result<Self, TraceError> {
+        let mut lines = Lines::new(path.to_path_buf(), input);
+        let header = read_header(&mut lines)?;
+        let source = Source::Pooled(Pooled::new(lines, pool));
+        let mut reader = TraceReader::with(path, header, source);
+        reader.set_window(REORDER_WINDOW);
+        Ok(reader)
     }
 }
 
@@ -170,6 +187,7 @@ impl<R: Read> TraceReader<R> {
             let item = match &mut self.source {
                 Source::Inline(lines) => lines.item()?,
                 Source::Background(b) => b.item()?,
+                Source::Pooled(p) => p.item()?,
                 Source::Finished => None,
             };
             match item {
@@ -197,6 +215,11 @@ impl<R: Read> TraceReader<R> {
     /// ahead. An event later than that is counted in [`ReadNotes::late_events`].
     pub fn set_window(&mut self, events: usize) {
         self.window = events.clamp(MIN_WINDOW, REORDER_WINDOW);
+        // What a pool parses ahead is a part of it: a quarter, a batch in hand and one
+        // parsed ahead.
+        if let Source::Pooled(p) = &mut self.source {
+            p.set_batch(self.window / 4);
+        }
     }
 
     /// The next event in time order (restored within the window, [`REORDER_WINDOW`]
