@@ -292,6 +292,18 @@ impl Drop for KeepOnFailure<'_> {
     }
 }
 
+/// A real trace of one pipeline rank (thousands of events with stacks), and its bytes.
+fn pipeline_rank(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let path = dir.join("rank.jsonl");
+    let out = run_within(
+        traced("pipeline", &["20"], &path.display().to_string()).env("RANK", "0"),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(out.status.success());
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
 /// A run of many ranks reads its traces in turn, each parsed by a pool's threads a batch
 /// ahead (and by the reader itself when its batch is not ready): 40 readers of one real
 /// trace of a pipeline rank (thousands of events with stacks), taken one event at a time
@@ -299,13 +311,7 @@ impl Drop for KeepOnFailure<'_> {
 #[test]
 fn readers_sharing_a_parse_pool_each_read_what_one_reader_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rank.jsonl");
-    let out = run_within(
-        traced("pipeline", &["20"], &path.display().to_string()).env("RANK", "0"),
-        std::time::Duration::from_secs(120),
-    );
-    assert!(out.status.success());
-    let bytes = std::fs::read(&path).unwrap();
+    let (path, bytes) = pipeline_rank(dir.path());
     let alone = {
         let mut reader = TraceReader::new(&path, &bytes[..]).unwrap();
         reader.set_window(MIN_WINDOW);
@@ -335,6 +341,89 @@ fn readers_sharing_a_parse_pool_each_read_what_one_reader_reads() {
     for (n, (reader, events, _)) in readers.iter().enumerate() {
         assert!(*events == alone, "reader {n} read otherwise");
         assert_eq!(reader.notes.late_events, 0, "reader {n}");
+    }
+}
+
+/// Input whose reads after the first, or whose drop, panic: a bug below the parser.
+struct Panicking {
+    bytes: std::io::Cursor<Vec<u8>>,
+    reads: usize,
+    on_drop: bool,
+}
+
+impl Read for Panicking {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads += 1;
+        if self.reads > 1 && !self.on_drop {
+            panic!("a read failed as a bug would");
+        }
+        self.bytes.read(buf)
+    }
+}
+
+impl Drop for Panicking {
+    fn drop(&mut self) {
+        if self.on_drop && !std::thread::panicking() {
+            panic!("a drop failed as a bug would");
+        }
+    }
+}
+
+/// A panic while a pooled reader's lines are parsed, on a pool thread or on the reader's
+/// own, or while they are dropped at the end, ends that trace with an error that names
+/// it: never a hang, a panic in the caller, or a silent end.
+#[test]
+fn a_pooled_reader_whose_input_panics_ends_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = pipeline_rank(dir.path());
+    assert!(
+        bytes.len() > 1 << 17,
+        "{} bytes: one read would hold it all",
+        bytes.len()
+    );
+    for on_drop in [false, true] {
+        for round in 0..20 {
+            let (done, result) = std::sync::mpsc::channel();
+            let (bytes, file) = (bytes.clone(), path.clone());
+            std::thread::spawn(move || {
+                let input = Panicking {
+                    bytes: std::io::Cursor::new(bytes),
+                    reads: 0,
+                    on_drop,
+                };
+                let read = catch_unwind(AssertUnwindSafe(|| {
+                    let mut reader = TraceReader::new_pooled(&file, input, pool()).unwrap();
+                    let mut events = 0;
+                    let error = loop {
+                        match reader.next_event() {
+                            Ok(Some(_)) => events += 1,
+                            Ok(None) => break None,
+                            Err(e) => break Some(e),
+                        }
+                    };
+                    // Asked again after the error, it answers at once.
+                    let again = reader.next_event().map(|e| e.is_some());
+                    (events, error, again)
+                }));
+                let _ = done.send(read);
+            });
+            let what = format!("round {round} (panic on drop: {on_drop})");
+            let (events, error, again) = result
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{what} hung"))
+                .unwrap_or_else(|_| panic!("{what}: the panic reached the caller"));
+            let error = error.unwrap_or_else(|| panic!("{what}: {events} events and no error"));
+            assert_eq!(error.path, path, "{what}");
+            assert!(
+                error.message.contains("parsing thread failed"),
+                "{what}: {}",
+                error.message
+            );
+            assert!(
+                !matches!(again, Ok(true)),
+                "{what}: an event after the error"
+            );
+        }
     }
 }
 

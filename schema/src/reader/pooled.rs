@@ -76,6 +76,8 @@ struct State<R> {
     queued: bool,
     /// Nothing follows the last batch parsed.
     ended: bool,
+    /// The reader is dropped: a turn still queued has nothing to parse for.
+    closed: bool,
 }
 
 struct Shared<R> {
@@ -103,24 +105,22 @@ impl<R> Pooled<R> {
 
 impl<R: Read + Send + 'static> Pooled<R> {
     pub fn new(lines: Lines<R>, pool: &ParsePool) -> Pooled<R> {
-        let path = lines.path.clone();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 lines: Some(lines),
                 ready: None,
                 queued: false,
                 ended: false,
+                closed: false,
             }),
             parsed: Condvar::new(),
         });
         let schedule: Schedule = {
             let shared = Arc::clone(&shared);
             let jobs = pool.jobs.clone();
-            let path = path.clone();
             Box::new(move |items| {
                 let shared = Arc::clone(&shared);
-                let path = path.clone();
-                jobs.send(Box::new(move || parse_turn(&shared, items, path)))
+                jobs.send(Box::new(move || parse_turn(&shared, items)))
                     .is_ok()
             })
         };
@@ -160,14 +160,12 @@ impl<R: Read> Pooled<R> {
             if state.ended {
                 return None;
             }
-            if let Some(mut lines) = state.lines.take() {
+            if let Some(lines) = state.lines.take() {
                 drop(state);
-                let (batch, last) = parse_batch(&mut lines, self.items);
+                let (batch, rest) = parse_caught(lines, self.items);
                 state = lock(&self.shared.state);
-                state.ended = last;
-                if !last {
-                    state.lines = Some(lines);
-                }
+                state.ended = rest.is_none();
+                state.lines = rest;
                 self.queue(&mut state);
                 return Some(batch);
             }
@@ -190,39 +188,60 @@ impl<R: Read> Pooled<R> {
     }
 }
 
-/// A thread's turn: the reader's next batch, unless the reader parsed it itself. A turn
-/// is queued only once the batch parsed ahead is taken, so none is waiting here.
-fn parse_turn<R: Read>(shared: &Shared<R>, items: usize, path: std::path::PathBuf) {
+impl<R> Drop for Pooled<R> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.shared.state);
+        state.closed = true;
+        // Its buffers go now, not when a queued turn comes round.
+        let lines = state.lines.take();
+        drop(state);
+        drop(lines);
+    }
+}
+
+/// The next batch of `lines`, and the lines where more follows. A panic in parsing or in
+/// dropping the lines (a bug) ends the trace with an error: it must not pass for the
+/// trace's end, nor leave a reader waiting for lines no one holds.
+fn parse_caught<R: Read>(mut lines: Lines<R>, items: usize) -> (Batch, Option<Lines<R>>) {
+    let path = lines.path.clone();
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let (batch, last) = parse_batch(&mut lines, items);
+        if last {
+            drop(lines);
+            (batch, None)
+        } else {
+            (batch, Some(lines))
+        }
+    }));
+    parsed.unwrap_or_else(|_| {
+        let error = TraceError {
+            path,
+            line: 0,
+            message: "the parsing thread failed; the events after the last ones read are missing"
+                .into(),
+        };
+        (vec![Err(error)], None)
+    })
+}
+
+/// A thread's turn: the reader's next batch, unless the reader parsed it itself or is
+/// dropped. A turn is queued only once the batch parsed ahead is taken, so none is
+/// waiting here.
+fn parse_turn<R: Read>(shared: &Shared<R>, items: usize) {
     let mut state = lock(&shared.state);
     state.queued = false;
-    let Some(mut lines) = state.lines.take() else {
+    if state.closed {
+        return;
+    }
+    let Some(lines) = state.lines.take() else {
         return;
     };
     drop(state);
-    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let out = parse_batch(&mut lines, items);
-        (out, lines)
-    }));
+    let (batch, rest) = parse_caught(lines, items);
     let mut state = lock(&shared.state);
-    match parsed {
-        Ok(((batch, last), lines)) => {
-            if !last {
-                state.lines = Some(lines);
-            }
-            state.ready = Some((batch, last));
-        }
-        // A bug, which must not pass for the end of the trace.
-        Err(_) => {
-            let error = TraceError {
-                path,
-                line: 0,
-                message:
-                    "the parsing thread failed; the events after the last ones read are missing"
-                        .into(),
-            };
-            state.ready = Some((vec![Err(error)], true));
-        }
-    }
+    let last = rest.is_none();
+    state.lines = rest;
+    state.ready = Some((batch, last));
     drop(state);
     shared.parsed.notify_all();
 }
