@@ -18,7 +18,8 @@ MB=${BENCH_SNAPSHOT_MB:-120}
 SOURCE=${BENCH_SNAPSHOT_SOURCE:-$ROOT/../shared/fixtures/torch-snapshots/EoR_NN_snapshot.pickle}
 MISSED_FILE=${BENCH_MISSED_FILE:-/dev/null}
 
-say() { echo "bench: $*" >&2; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 miss() { echo "$1" >> "$MISSED_FILE"; say "TARGET MISSED: $1"; }
 [ -x /usr/bin/time ] || { say "/usr/bin/time is missing (apt-get install time)"; exit 1; }
 
@@ -32,18 +33,6 @@ cat "$BIG" > /dev/null # a warm page cache for both readers
 
 RUNS=${BENCH_SNAPSHOT_RUNS:-3}
 
-# "wall_s rss_kib" of one run of a command, its output discarded. The last run's output
-# file (a CSV export of a 1 GB snapshot is 1.5 GB) is removed and the page cache written
-# back first, outside the timing: deleting it, or writing it to disk, is not this run's work.
-measure_once() {
-    rm -f "$WORK"/out "$WORK"/out.html
-    sync
-    /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "$@" > /dev/null 2> "$WORK/err.txt" || {
-        say "$* failed:"; tail -3 "$WORK/err.txt" >&2; }
-    cat "$WORK/time.txt"
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a <= b)}'; }
 
 VIEWS=(summary peak oom timeline report "export --format memory-viz" "export --format csv")
 ROWS=()
@@ -55,14 +44,9 @@ for v in "${VIEWS[@]}"; do
         export*) args+=(-o "$WORK/out") ;;
     esac
     say "snapshots: pickle.load, then vramtrace $v, $RUNS times"
-    py_s=; vt_s=
-    # Alternated, the best of each: the other programs on the machine come and go.
-    for _ in $(seq "$RUNS"); do
-        read -r s kib < <(measure_once python3 -c 'import pickle, sys; pickle.load(open(sys.argv[1], "rb"))' "$BIG")
-        if [ -z "$py_s" ] || le "$s" "$py_s"; then py_s=$s; py_kib=$kib; fi
-        read -r s kib < <(measure_once "$REL/vramtrace" "${args[@]}" "$BIG")
-        if [ -z "$vt_s" ] || le "$s" "$vt_s"; then vt_s=$s; vt_kib=$kib; fi
-    done
+    py=(python3 -c 'import pickle, sys; pickle.load(open(sys.argv[1], "rb"))' "$BIG")
+    vt=("$REL/vramtrace" "${args[@]}" "$BIG")
+    read -r py_s py_kib vt_s vt_kib < <(alternated_best py vt)
     speed=$(ratio "$py_s" "$vt_s")
     memory=$(ratio "$((vt_kib * 1024))" "$SIZE")
     ROWS+=("| \`$v\` | $vt_s s | $((vt_kib / 1024)) MiB | ${memory}x | $py_s s | $((py_kib / 1024)) MiB | ${speed}x |")

@@ -17,6 +17,7 @@
 # 4. Bytes per event, with stacks off and on.
 # 5. whatif replays of a 1M-entry history.
 # 6. Large PyTorch snapshots beside Python's pickle.load (scripts/bench-snapshot.sh).
+# 7. A run of 1,024 ranks beside one trace of as many events (scripts/bench-ranks.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,7 +29,8 @@ REPS=${BENCH_REPS:-5}
 BIG=${BENCH_EVENTS:-10000000}
 OUT=${BENCH_OUT:-$ROOT/docs/benchmarks.md}
 
-say() { echo "bench: $*" >&2; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
     say "building (release)"
@@ -95,8 +97,6 @@ for depth in $SHALLOW $DEEP; do
 done
 
 added() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a - b}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a <= b)}'; }
 
 MISSED=()
 miss() { MISSED+=("$1"); say "TARGET MISSED: $1"; }
@@ -178,6 +178,12 @@ le "$WHATIF_REPLAYS" 20 || miss "whatif: the capacity search took $WHATIF_REPLAY
 SNAPSHOTS=$(BENCH_MISSED_FILE=$WORK/missed-snapshots scripts/bench-snapshot.sh)
 if [ -f "$WORK/missed-snapshots" ]; then
     while IFS= read -r m; do MISSED+=("$m"); done < "$WORK/missed-snapshots"
+fi
+
+# ---- many ranks ----
+RANKS_SECTION=$(BENCH_MISSED_FILE=$WORK/missed-ranks scripts/bench-ranks.sh)
+if [ -f "$WORK/missed-ranks" ]; then
+    while IFS= read -r m; do MISSED+=("$m"); done < "$WORK/missed-ranks"
 fi
 
 # ---- verdicts ----
@@ -269,6 +275,8 @@ ht_version="not installed"
     echo "Targets: a 1M-entry history replays in 2 s or less (the replay; reading the pickle is the snapshot reader's); the capacity search takes at most 20 replays."
     echo
     echo "$SNAPSHOTS"
+    echo
+    echo "$RANKS_SECTION"
     echo
     echo "## Targets missed"
     echo
