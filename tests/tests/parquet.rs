@@ -46,6 +46,7 @@ fn duckdb() -> &'static Path {
     })
 }
 
+/// What a command that must succeed said on stderr.
 fn ok(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&succeeds(cmd, LIMIT, what).stderr).into_owned()
 }
@@ -421,6 +422,85 @@ fn sixteen_ranks_answer_in_sql_as_in_the_summary() {
     sql.sort();
     assert_eq!(truth.len(), 8, "a pool per odd rank");
     assert_eq!(sql, truth, "the allocated layer's peaks");
+
+    // What each rank held at its end: the segments as the summary has them, the tensors
+    // as the caching allocator's own bookkeeping counts them.
+    let held: Vec<&Value> = rows(&a, "What each rank held at its end", &id).collect();
+    for p in summary["processes"].as_array().unwrap() {
+        for d in p["devices"].as_array().unwrap() {
+            let row = held
+                .iter()
+                .find(|r| same_process(r, p) && r["device"] == d["device"]);
+            let reserved = row.map_or(0, |r| r["reserved_bytes"].as_u64().unwrap());
+            assert_eq!(
+                reserved,
+                d["reserved_bytes_at_end"].as_u64().unwrap(),
+                "pid {} device {}: the segments held at its end",
+                p["pid"],
+                d["device"]
+            );
+        }
+    }
+    let mut truth: Vec<u64> = run
+        .printed_all("VRAMTRACE_POOL ")
+        .iter()
+        .map(|t| t["allocated_end"].as_u64().unwrap())
+        .collect();
+    let mut sql: Vec<u64> = held
+        .iter()
+        .filter(|r| r["rank"].as_u64().unwrap() % 2 == 1)
+        .map(|r| r["allocated_bytes"].as_u64().unwrap())
+        .collect();
+    truth.sort();
+    sql.sort();
+    assert!(truth.iter().any(|&b| b > 0), "{truth:?}");
+    assert_eq!(sql, truth, "the tensors held at the end");
+    assert!(
+        held.iter()
+            .filter(|r| r["rank"].as_u64().unwrap() % 2 == 0)
+            .all(|r| r["tensors"] == 0),
+        "the demo's ranks have no allocated layer"
+    );
+    // The markers: the caching allocator's three, in its order (tests/workloads/
+    // caching_pool.c), and none on the demo's ranks.
+    for rank in 0..16u64 {
+        let names: Vec<&str> = rows(&a, "The markers of each rank", &id)
+            .filter(|r| r["rank"] == rank)
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        let want: &[&str] = if rank % 2 == 1 {
+            &["model", "step", "pause"]
+        } else {
+            &[]
+        };
+        assert_eq!(names, want, "rank {rank}'s markers");
+    }
+}
+
+/// Each device's segments and `active_allocated` blocks in the snapshot at `path`, as
+/// Python's own pickle reads them: device -> (segments, their bytes, tensors, their bytes).
+fn held_by_pickle(path: &Path) -> Value {
+    let script = r#"
+import json, pickle, sys
+s = pickle.load(open(sys.argv[1], 'rb'))
+segments = s['segments'] if isinstance(s, dict) else s
+held = {}
+for g in segments:
+    h = held.setdefault(str(g['device']), [0, 0, 0, 0])
+    h[0] += 1
+    h[1] += g['total_size']
+    for b in g['blocks']:
+        if b['state'] == 'active_allocated':
+            h[2] += 1
+            h[3] += b['size']
+print(json.dumps(held))
+"#;
+    let out = succeeds(
+        Command::new("python3").args(["-c", script]).arg(path),
+        LIMIT,
+        "python3 pickle",
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
 }
 
 #[test]
@@ -440,6 +520,20 @@ fn real_snapshots_answer_in_sql_as_in_the_summary() {
         assert!(
             assert_tensors_equal_summary(&a, id, &summary, &what) > 0,
             "{what}: no tensors compared"
+        );
+        // Its own segments and blocks, as Python's pickle reads them.
+        let mut got = serde_json::Map::new();
+        for r in rows(&a, "What each rank held at its end", id) {
+            let figures = ["segments", "reserved_bytes", "tensors", "allocated_bytes"];
+            got.insert(
+                r["device"].to_string(),
+                figures.iter().map(|f| r[*f].clone()).collect(),
+            );
+        }
+        assert_eq!(
+            Value::Object(got),
+            held_by_pickle(snapshot),
+            "{what}: held at its end"
         );
     }
 }

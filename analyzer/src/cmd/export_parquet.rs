@@ -33,7 +33,7 @@ pub fn export(root: &Path, inputs: &[PathBuf], replace: bool) -> Result<i32, Str
         }
         let id = run_id(&run, input);
         let summary = summary::build(&run);
-        let capacity = marks.finish(&run).capacity;
+        let marks = marks.finish(&run);
         let dataset = Dataset::new(root, &id, replace);
         let rank = |p: usize| summary.processes[p].rank.clone();
         let name = |p: usize| {
@@ -55,8 +55,26 @@ pub fn export(root: &Path, inputs: &[PathBuf], replace: bool) -> Result<i32, Str
                 &name(p),
                 &stacks[p],
             )?;
+            let origin = run.origins[p];
+            parquet::write_held(
+                &dataset,
+                model,
+                p,
+                origin,
+                &marks,
+                rank(p).as_deref(),
+                &name(p),
+            )?;
         }
-        parquet::write_gpus(&dataset, &summary, |d| capacity.get(d).copied())?;
+        if marks.dropped > 0 {
+            eprintln!(
+                "vramtrace: {}: {} past the first {} were not exported",
+                crate::render::escape::terminal(&input.display().to_string()),
+                crate::units::count(marks.dropped, "marker"),
+                crate::views::marks::MAX_MARKERS,
+            );
+        }
+        parquet::write_gpus(&dataset, &summary, |d| marks.capacity.get(d).copied())?;
         eprintln!(
             "vramtrace: {}: run {}: {} and {} written to {}",
             crate::render::escape::terminal(&input.display().to_string()),

@@ -20,15 +20,15 @@ pub struct Layers {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct LiveBlock {
-    dev: i32,
+pub struct LiveBlock {
+    pub dev: i32,
     /// The block's size; where the source does not know it, the requested bytes (the
     /// least it takes).
-    size: u64,
-    requested: u64,
-    key: GroupKey,
+    pub size: u64,
+    pub requested: u64,
+    pub key: GroupKey,
     /// When it was handed out (ns since the trace start).
-    t: u64,
+    pub t: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -154,6 +154,11 @@ impl Layers {
     /// Live blocks on every device.
     pub fn block_count(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// Every live block, by address.
+    pub fn blocks(&self) -> impl Iterator<Item = (u64, &LiveBlock)> {
+        self.blocks.iter().map(|(&a, b)| (a, b))
     }
 
     /// Live blocks on `dev`, sorted by address: (address, size).

@@ -24,12 +24,18 @@ pub struct Marker {
     pub time_ns: u64,
     pub name: String,
     pub pid: u32,
+    /// The process's index in the run.
+    #[serde(skip)]
+    pub process: usize,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct Phase {
     pub name: String,
     pub pid: u32,
+    /// The process's index in the run.
+    #[serde(skip)]
+    pub process: usize,
     pub start_ns: u64,
     pub end_ns: u64,
 }
@@ -111,6 +117,7 @@ impl MarkWatch {
                         time_ns: time,
                         name,
                         pid,
+                        process: p,
                     },
                     None,
                 ));
@@ -120,6 +127,7 @@ impl MarkWatch {
                 time_ns: time,
                 name,
                 pid,
+                process: p,
             });
         }
         // A name never closed was a plain marker (Python's `phase` closes its phase on
@@ -130,6 +138,7 @@ impl MarkWatch {
                 Some(end_ns) => ended.push(Phase {
                     name: m.name,
                     pid: m.pid,
+                    process: m.process,
                     start_ns: m.time_ns,
                     end_ns,
                 }),

@@ -4,9 +4,11 @@
 //! documented in docs/parquet.md. Written with the Apache Arrow project's own crates.
 
 mod events;
+mod held;
 mod tables;
 
 pub use events::EventSpill;
+pub use held::write_held;
 pub use tables::{write_gpus, write_tables};
 
 use arrow_array::RecordBatch;

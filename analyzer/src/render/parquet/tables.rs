@@ -1,6 +1,6 @@
-//! The tables besides `events`, from the summary view and the replay's stacks: a file
-//! per process in its rank's partition (`processes`, `devices`, `failures`, `stacks`,
-//! `frames`), and one per run (`gpus`).
+//! The tables besides `events` and what was held at the end (`held.rs`), from the summary
+//! view and the replay's stacks: a file per process in its rank's partition
+//! (`processes`, `devices`, `failures`, `stacks`, `frames`), and one per run (`gpus`).
 
 use super::Dataset;
 use crate::model::ProcessModel;
@@ -15,39 +15,39 @@ use vramtrace_schema::StackTable;
 
 /// A table's columns as they are added: (name, values, nullable).
 #[derive(Default)]
-struct Columns(Vec<(&'static str, ArrayRef, bool)>);
+pub(super) struct Columns(Vec<(&'static str, ArrayRef, bool)>);
 
 impl Columns {
-    fn u64s(mut self, name: &'static str, v: Vec<u64>) -> Self {
+    pub(super) fn u64s(mut self, name: &'static str, v: Vec<u64>) -> Self {
         self.0.push((name, Arc::new(UInt64Array::from(v)), false));
         self
     }
-    fn opt_u64s(mut self, name: &'static str, v: Vec<Option<u64>>) -> Self {
+    pub(super) fn opt_u64s(mut self, name: &'static str, v: Vec<Option<u64>>) -> Self {
         self.0.push((name, Arc::new(UInt64Array::from(v)), true));
         self
     }
-    fn u32s(mut self, name: &'static str, v: Vec<u32>) -> Self {
+    pub(super) fn u32s(mut self, name: &'static str, v: Vec<u32>) -> Self {
         self.0.push((name, Arc::new(UInt32Array::from(v)), false));
         self
     }
-    fn opt_u32s(mut self, name: &'static str, v: Vec<Option<u32>>) -> Self {
+    pub(super) fn opt_u32s(mut self, name: &'static str, v: Vec<Option<u32>>) -> Self {
         self.0.push((name, Arc::new(UInt32Array::from(v)), true));
         self
     }
-    fn i32s(mut self, name: &'static str, v: Vec<i32>) -> Self {
+    pub(super) fn i32s(mut self, name: &'static str, v: Vec<i32>) -> Self {
         self.0.push((name, Arc::new(Int32Array::from(v)), false));
         self
     }
-    fn bools(mut self, name: &'static str, v: Vec<bool>) -> Self {
+    pub(super) fn bools(mut self, name: &'static str, v: Vec<bool>) -> Self {
         self.0.push((name, Arc::new(BooleanArray::from(v)), false));
         self
     }
-    fn texts(mut self, name: &'static str, v: Vec<Option<String>>) -> Self {
+    pub(super) fn texts(mut self, name: &'static str, v: Vec<Option<String>>) -> Self {
         // Nullable in every file alike: a dataset's files must agree on their schema.
         self.0.push((name, Arc::new(StringArray::from(v)), true));
         self
     }
-    fn batch(self) -> Result<RecordBatch, String> {
+    pub(super) fn batch(self) -> Result<RecordBatch, String> {
         RecordBatch::try_from_iter_with_nullable(self.0).map_err(|e| e.to_string())
     }
 }
@@ -244,7 +244,7 @@ pub fn write_gpus(
     Ok(g.len() as u64)
 }
 
-fn write(
+pub(super) fn write(
     dataset: &Dataset,
     table: &str,
     rank: Option<&str>,
