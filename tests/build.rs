@@ -288,7 +288,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
     ("signals", "signals.c", "signals", Link::DynamicRuntime, &[]),
     ("hold", "hold.c", "hold", Link::DynamicRuntime, &[]),
     // Two call sites of chosen sizes (tests/tests/diff.rs).
-    ("grow", "grow.c", "grow", Link::DynamicRuntime, &[]),
+    (
+        "grow",
+        "grow.c",
+        "grow",
+        Link::DynamicRuntime,
+        &["-I../interposer/include"],
+    ),
     (
         "vfork_exec",
         "vfork_exec.c",

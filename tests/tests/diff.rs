@@ -86,3 +86,57 @@ fn a_larger_allocation_is_named_at_its_call_site_with_its_exact_difference() {
         .iter()
         .all(|g| g["change"] == "same" && g["difference_bytes"] == 0));
 }
+
+/// Phase by phase: `grow` loads its weights in a phase "load" and makes its activations in
+/// each of three phases "forward"; with activations of 32 MiB in A and 48 MiB in B, each
+/// forward's peak is 16 MiB higher in B (the weights held beside it), and the load's the
+/// same. The sizes are the workload's arguments.
+#[test]
+fn phases_are_compared_by_name_and_occurrence_with_their_exact_difference() {
+    const MIB: u64 = 1 << 20;
+    let a = run_sim("grow", &["64", "32", "3"], &[], &[]);
+    let b = run_sim("grow", &["64", "48", "3"], &[], &[]);
+    for run in [&a, &b] {
+        assert!(run.output.status.success(), "{}", run.stderr());
+    }
+    let v: Value = serde_json::from_str(&diff(&["--json"], &a, &b)).unwrap();
+    let got: Vec<(String, u64, u64, u64, i64)> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["occurrence"].as_u64().unwrap(),
+                p["a_peak_bytes"].as_u64().unwrap(),
+                p["b_peak_bytes"].as_u64().unwrap(),
+                p["difference_bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let forward = |n| ("forward".to_string(), n, 96 * MIB, 112 * MIB, 16 << 20);
+    assert_eq!(
+        got,
+        [
+            ("load".to_string(), 1, 64 * MIB, 64 * MIB, 0),
+            forward(1),
+            forward(2),
+            forward(3),
+        ]
+    );
+    let text = diff(&[], &a, &b);
+    assert!(
+        text.contains("+16.0 MiB  forward #1: 112.0 MiB against 96.0 MiB"),
+        "{text}"
+    );
+    assert!(text.contains("1 phase the same in both"), "{text}");
+
+    // A against itself: every phase the same.
+    let same: Value = serde_json::from_str(&diff(&["--json"], &a, &a)).unwrap();
+    let phases = same["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 4);
+    assert!(
+        phases.iter().all(|p| p["difference_bytes"] == 0),
+        "{phases:?}"
+    );
+}

@@ -5,6 +5,7 @@ use super::common;
 use crate::render;
 use crate::run::LoadOptions;
 use crate::views::diff;
+use crate::views::phase_peaks::PhaseWatch;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -37,16 +38,25 @@ pub fn diff(args: DiffArgs) -> Result<i32, String> {
     if let Some(f) = &args.flamegraph {
         common::check_output(f, args.force)?;
     }
-    let load = |p: &PathBuf| common::load(std::slice::from_ref(p), LoadOptions::default(), |_| {});
-    let a = match load(&args.a)? {
-        Ok(run) => run,
+    let load = |p: &PathBuf| {
+        let mut phases = PhaseWatch::default();
+        let run = common::load(std::slice::from_ref(p), LoadOptions::default(), |s| {
+            phases.step(s)
+        })?;
+        Ok::<_, String>(run.map(|run| {
+            let phases = phases.finish(&run);
+            (run, phases)
+        }))
+    };
+    let (a, phases_a) = match load(&args.a)? {
+        Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
-    let b = match load(&args.b)? {
-        Ok(run) => run,
+    let (b, phases_b) = match load(&args.b)? {
+        Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
-    let view = diff::build(&a, &b);
+    let view = diff::build(&a, &b, (&phases_a, &phases_b));
     let folded = render::flamegraph::folded_diff(&view);
     if let Some(f) = &args.flamegraph {
         let title = format!("B against A, each at its peak ({} layer)", view.layer);

@@ -4,6 +4,7 @@
 use super::escape::terminal as t;
 use crate::units;
 use crate::views::diff::{Change, DeviceDiff, DiffView};
+use crate::views::diff_phases::PhaseDiff;
 use std::fmt::Write;
 
 /// `+1.2 GiB`, `-3.0 MiB`, `0 B`.
@@ -184,5 +185,87 @@ pub fn text(v: &DiffView, limit: usize) -> String {
             );
         }
     }
+    phases(&mut o, v, limit);
     o
+}
+
+/// Phase by phase: the largest changes of the peak inside a phase, then what only one
+/// run has.
+fn phases(o: &mut String, v: &DiffView, limit: usize) {
+    if v.phases.is_empty() {
+        return;
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "by phase (the peak inside each; {}):",
+        layer_words(v.layer)
+    );
+    let mut changed: Vec<_> = v
+        .phases
+        .iter()
+        .filter(|p| p.difference_bytes.is_some_and(|d| d != 0))
+        .collect();
+    changed.sort_by_key(|p| std::cmp::Reverse(p.difference_bytes.unwrap_or(0).abs()));
+    for p in changed.iter().take(limit) {
+        let (a, b) = (p.a_peak_bytes.unwrap_or(0), p.b_peak_bytes.unwrap_or(0));
+        let _ = writeln!(
+            o,
+            "  {:>12}  {}: {} against {}",
+            signed(p.difference_bytes.unwrap_or(0)),
+            t(&phase_name(p)),
+            units::bytes(b),
+            units::bytes(a)
+        );
+    }
+    if changed.len() > limit {
+        let _ = writeln!(
+            o,
+            "  ... {} more changed phases (--json lists all)",
+            changed.len() - limit
+        );
+    }
+    let same = v
+        .phases
+        .iter()
+        .filter(|p| p.difference_bytes == Some(0))
+        .count();
+    if same > 0 {
+        let _ = writeln!(
+            o,
+            "  {} the same in both",
+            units::count(same as u64, "phase")
+        );
+    }
+    for (side, only) in [("A", true), ("B", false)] {
+        let names: Vec<String> = v
+            .phases
+            .iter()
+            .filter(|p| p.difference_bytes.is_none() && p.a_peak_bytes.is_some() == only)
+            .map(|p| t(&phase_name(p)).into_owned())
+            .collect();
+        if !names.is_empty() {
+            let shown: Vec<&str> = names.iter().take(limit).map(String::as_str).collect();
+            let more = match names.len() > limit {
+                true => format!(" and {} more", names.len() - limit),
+                false => String::new(),
+            };
+            let _ = writeln!(o, "  only in {side}: {}{more}", shown.join(", "));
+        }
+    }
+    if v.markers_not_kept > 0 {
+        let _ = writeln!(
+            o,
+            "  {} past a run's first 10,000 were not kept: the phases they close are not compared",
+            units::count(v.markers_not_kept, "marker")
+        );
+    }
+}
+
+/// `forward #3`, `rank 2 forward #3`.
+fn phase_name(p: &PhaseDiff) -> String {
+    match &p.rank {
+        Some(r) => format!("rank {r} {} #{}", p.name, p.occurrence),
+        None => format!("{} #{}", p.name, p.occurrence),
+    }
 }

@@ -5,6 +5,7 @@
 use super::gpu_figures::{per_gpu, Figures, GpuFigures};
 use super::groups::Group;
 use super::layer::{has_tensors, Layer};
+use super::phase_peaks::PhasePeaks;
 use crate::run::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -20,6 +21,11 @@ pub struct DiffView {
     /// GPUs (their labels) that only one of the runs used.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
+    /// Phase by phase (`vramtrace.phase`), where either run has phases: the peak inside
+    /// each, at `layer`, summed over each process's devices.
+    pub phases: Vec<super::diff_phases::PhaseDiff>,
+    /// Markers past the first 10,000 of a run, not kept: phases they close are missing.
+    pub markers_not_kept: u64,
 }
 
 #[derive(Serialize)]
@@ -90,8 +96,15 @@ pub fn common_layer(a: &Run, b: &Run) -> Layer {
     }
 }
 
-pub fn build(a: &Run, b: &Run) -> DiffView {
-    build_at(a, b, common_layer(a, b))
+/// The diff at the layer both runs have, with their phases (from a [`PhaseWatch`] of each
+/// replay) compared.
+///
+/// [`PhaseWatch`]: super::phase_peaks::PhaseWatch
+pub fn build(a: &Run, b: &Run, phases: (&PhasePeaks, &PhasePeaks)) -> DiffView {
+    let mut view = build_at(a, b, common_layer(a, b));
+    view.phases = super::diff_phases::compare(phases.0, phases.1, view.layer);
+    view.markers_not_kept = phases.0.markers_not_kept + phases.1.markers_not_kept;
+    view
 }
 
 /// The diff with the groups and `peak_bytes` at `layer`.
@@ -140,6 +153,8 @@ pub fn build_at(a: &Run, b: &Run, layer: Layer) -> DiffView {
         only_in_a: only(&gpus_a, &gpus_b),
         only_in_b: only(&gpus_b, &gpus_a),
         devices,
+        phases: Vec::new(),
+        markers_not_kept: 0,
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod diff_phases;
 pub mod ending;
 pub mod gpu_figures;
 pub mod groups;
@@ -13,6 +14,7 @@ pub mod moments;
 pub mod oom;
 mod oom_words;
 pub mod peak;
+pub mod phase_peaks;
 pub mod plot;
 pub mod preallocation;
 pub mod process_name;
