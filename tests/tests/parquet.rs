@@ -477,7 +477,8 @@ fn sixteen_ranks_answer_in_sql_as_in_the_summary() {
     }
 }
 
-/// Each device's segments and `active_allocated` blocks in the snapshot at `path`, as
+/// Each device's segments and held blocks (`active_allocated`, and `active_pending_free`:
+/// freed, waiting for another stream) in the snapshot at `path`, as
 /// Python's own pickle reads them: device -> (segments, their bytes, tensors, their bytes).
 fn held_by_pickle(path: &Path) -> Value {
     let script = r#"
@@ -490,7 +491,7 @@ for g in segments:
     h[0] += 1
     h[1] += g['total_size']
     for b in g['blocks']:
-        if b['state'] == 'active_allocated':
+        if b['state'] in ('active_allocated', 'active_pending_free'):
             h[2] += 1
             h[3] += b['size']
 print(json.dumps(held))

@@ -23,7 +23,7 @@ pub struct LocationBytes {
 impl OffDevice {
     pub fn add(&mut self, location: Location, bytes: u64) {
         let now = self.now.entry(location).or_default();
-        *now += bytes;
+        *now = now.saturating_add(bytes);
         let peak = self.peak.entry(location).or_default();
         *peak = (*peak).max(*now);
     }

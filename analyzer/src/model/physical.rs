@@ -19,16 +19,22 @@ pub struct PhysicalTracker {
 }
 
 impl PhysicalTracker {
-    /// A new handle; `block.addr` is the handle value.
-    pub fn create(&mut self, block: Block) {
-        self.handles.insert(
+    /// A new handle; `block.addr` is the handle value. Returns the block of a live
+    /// handle with the same value, to stop counting: the driver gives a value out again
+    /// only once the old handle is gone, so its release or last unmap was not seen.
+    pub fn create(&mut self, block: Block) -> Option<Block> {
+        let old = self.handles.insert(
             block.addr,
             Handle {
                 block,
                 released: false,
                 mappings: 0,
             },
-        );
+        )?;
+        // The old handle's mappings must not count against the new one.
+        let handle = block.addr;
+        self.mappings.retain(|_, (_, h)| *h != handle);
+        Some(old.block)
     }
 
     /// Returns the block to stop counting if this was the last reference.
@@ -81,5 +87,41 @@ impl PhysicalTracker {
     /// Handles still holding memory.
     pub fn live(&self) -> impl Iterator<Item = &Block> {
         self.handles.values().map(|h| &h.block)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_schema::{Api, Kind, Location};
+
+    fn handle(value: u64, size: u64) -> Block {
+        Block {
+            addr: value,
+            size,
+            api: Api::CuMemCreate,
+            dev: 0,
+            t: 0,
+            tid: 0,
+            stack: 0,
+            kind: Kind::Physical,
+            loc: Location::Device,
+        }
+    }
+
+    #[test]
+    fn a_handle_value_given_out_again_returns_the_old_block_and_its_mappings() {
+        let mut p = PhysicalTracker::default();
+        assert_eq!(p.create(handle(7, 2 << 20)), None);
+        p.map(0x1000_0000, 2 << 20, 7);
+        let old = p
+            .create(handle(7, 4 << 20))
+            .expect("the old handle comes back");
+        assert_eq!(old.size, 2 << 20);
+        assert_eq!(p.mapped(0).count(), 0, "the old mapping is gone");
+        assert_eq!(p.live().map(|b| b.size).sum::<u64>(), 4 << 20);
+        // The new handle is held by its own release, not the old mapping's unmap.
+        assert!(p.unmap(0x1000_0000, 2 << 20).is_empty());
+        assert_eq!(p.release(7).map(|b| b.size), Some(4 << 20));
     }
 }

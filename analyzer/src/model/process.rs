@@ -225,7 +225,9 @@ impl ProcessModel {
             loc: e.loc,
         };
         if e.api.op() == Op::Create {
-            self.physical.create(block);
+            if let Some(old) = self.physical.create(block) {
+                self.uncount(&old);
+            }
         } else if let Some(old) = self.live.insert(block.addr, block) {
             // The driver handed out a live address again: its free has not been seen
             // yet. The thread that freed it was preempted between the free and its
@@ -260,7 +262,7 @@ impl ProcessModel {
         if let Some(location) = b.off_device() {
             self.off_device.add(location, b.size);
             if kind == Kind::Host {
-                self.pinned_host += b.size;
+                self.pinned_host = self.pinned_host.saturating_add(b.size);
                 self.peak_pinned_host = self.peak_pinned_host.max(self.pinned_host);
             }
         } else if kind.is_device_memory() {
@@ -331,7 +333,9 @@ impl ProcessModel {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for (addr, size) in self.physical.mapped(dev) {
             match runs.last_mut() {
-                Some(last) if last.0.saturating_add(last.1) == addr => last.1 += size,
+                Some(last) if last.0.saturating_add(last.1) == addr => {
+                    last.1 = last.1.saturating_add(size)
+                }
                 _ => runs.push((addr, size)),
             }
         }

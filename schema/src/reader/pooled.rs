@@ -195,7 +195,9 @@ impl<R> Drop for Pooled<R> {
         // Its buffers go now, not when a queued turn comes round.
         let lines = state.lines.take();
         drop(state);
-        drop(lines);
+        // A panic in dropping the input (a bug) must not end the analysis that dropped
+        // the reader: its trace is read no further either way.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(lines)));
     }
 }
 
