@@ -5,6 +5,7 @@
 //! ([`crate::run::Run::load`]) applies every event and views read the state it ends with.
 
 mod block;
+mod category;
 mod device;
 mod failure;
 pub mod layers;
@@ -18,6 +19,7 @@ mod window;
 pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 pub use block::{Block, GroupKey};
+pub use category::Category;
 pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,

@@ -170,6 +170,14 @@ fn tensors(o: &mut String, f: &Postmortem) {
             bytes(in_use),
             units::count(f.tensor_groups.iter().map(|g| g.blocks).sum(), "tensor")
         );
+        if let Some(c) = &f.tensor_categories {
+            let _ = writeln!(
+                o,
+                "    by what they were for ({} from their frames): {}",
+                c.known_by,
+                crate::views::categories::words(c)
+            );
+        }
         for g in f.tensor_groups.iter().take(TOP_GROUPS) {
             let _ = writeln!(
                 o,

@@ -3,6 +3,7 @@
 use super::escape::terminal as t;
 use super::summary_verdict::{driver_said, group_line};
 use crate::units;
+use crate::views::categories;
 use crate::views::ending::Ending;
 use crate::views::preallocation;
 use crate::views::summary::{ProcessSummary, Summary};
@@ -149,6 +150,31 @@ pub fn text(s: &Summary) -> String {
                     units::bytes(b.reserved_bytes)
                 );
             }
+            if let Some(c) = &d.tensor_categories_at_peak {
+                let _ = writeln!(
+                    o,
+                    "    the tensors at their peak were ({} from their frames): {}",
+                    c.known_by,
+                    categories::words(c)
+                );
+            }
+            if let Some(c) = d
+                .tensor_categories_at_end
+                .as_ref()
+                .filter(|c| c.split.iter().any(|s| s.bytes > 0))
+                // Said again only where it reads otherwise than at the peak.
+                .filter(|c| {
+                    let peak = d.tensor_categories_at_peak.as_ref().map(categories::words);
+                    peak != Some(categories::words(c))
+                })
+            {
+                let _ = writeln!(
+                    o,
+                    "    the tensors {} were: {}",
+                    Ending::of_process(p).when(),
+                    categories::words(c)
+                );
+            }
             for g in d.at_peak.iter().take(TOP_GROUPS) {
                 group_line(o, "    ", g, "block", "");
             }
@@ -179,6 +205,14 @@ pub fn text(s: &Summary) -> String {
                 units::bytes(f.reserved_bytes),
                 driver_said(f)
             );
+            if let Some(c) = &f.tensor_categories {
+                let _ = writeln!(
+                    o,
+                    "    its tensors then were ({} from their frames): {}",
+                    c.known_by,
+                    categories::words(c)
+                );
+            }
         }
         if let Some(e) = &p.error {
             let _ = writeln!(

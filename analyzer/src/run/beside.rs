@@ -22,7 +22,7 @@
 
 use super::snapshots_beside::{may_own, owner_of, snapshots_beside};
 use super::Event;
-use crate::model::ProcessModel;
+use crate::model::{Category, Map, ProcessModel};
 use crate::snapshot::events::SnapshotEvents;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use std::collections::BTreeSet;
@@ -70,8 +70,9 @@ impl Beside {
         None
     }
 
-    /// The frames and stacks the tensors point at (ids clear of the trace's).
-    pub fn take_stacks(&mut self) -> StackTable {
+    /// The frames and stacks the tensors point at (ids clear of the trace's), and their
+    /// categories.
+    pub fn take_stacks(&mut self) -> (StackTable, Map<u64, Category>) {
         self.snap.take_stacks()
     }
 

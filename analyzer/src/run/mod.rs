@@ -345,7 +345,7 @@ impl Run {
                 }
                 Events::Snapshot(feed) => {
                     model.notes.end = feed.end();
-                    model.stacks = feed.take_stacks();
+                    (model.stacks, model.categories) = feed.take_stacks();
                     if let Some(facts) = feed.facts() {
                         run.notes.extend(facts.apply(model));
                     }
@@ -355,7 +355,10 @@ impl Run {
         }
         for source in &mut sources {
             if let Events::Beside(b) = &mut source.events {
-                run.processes[source.process].stacks.merge(b.take_stacks());
+                let (stacks, categories) = b.take_stacks();
+                let model = &mut run.processes[source.process];
+                model.stacks.merge(stacks);
+                model.categories.extend(categories);
                 run.notes.extend(b.clock_note());
             }
         }

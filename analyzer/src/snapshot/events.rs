@@ -15,7 +15,7 @@ use super::pickle::Pickle;
 use super::stack_ids::StackIds;
 use crate::allocator::follow::Shape;
 use crate::allocator::Settings;
-use crate::model::Window;
+use crate::model::{Category, Map, Window};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
@@ -239,9 +239,12 @@ impl SnapshotEvents {
     }
 
     /// The stacks the events read so far point at (all of them once `next_event` has
-    /// returned `None`), taken.
-    pub fn take_stacks(&mut self) -> StackTable {
-        std::mem::take(&mut self.stacks.stacks)
+    /// returned `None`), and each one's category, taken.
+    pub fn take_stacks(&mut self) -> (StackTable, Map<u64, Category>) {
+        (
+            std::mem::take(&mut self.stacks.stacks),
+            std::mem::take(&mut self.stacks.categories),
+        )
     }
 
     /// History entries in all, over the devices (before the first `next_event`).

@@ -4,6 +4,7 @@
 //! writer for pytorch.org/memory_viz.
 
 pub mod allocator_input;
+pub mod category;
 pub mod device_history;
 pub mod events;
 pub mod figures;

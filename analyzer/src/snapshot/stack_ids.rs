@@ -1,12 +1,14 @@
 //! A snapshot's frames as the trace's stack table: each distinct frame a node once, each
 //! frame list (PyTorch's pickler shares one list per distinct stack) a stack id once,
-//! however many entries share it.
+//! however many entries share it. A stack id also names one category
+//! ([`super::category`]): stacks that read alike but were allocated for different ends
+//! (the frames the views leave out differ) are different stacks.
 
 use super::frames::readable;
 use super::history::FrameReader;
 use super::model::Frame;
 use super::pickle::{Pickle, Value};
-use crate::model::Map;
+use crate::model::{Category, Map};
 use vramtrace_schema::{Node, StackTable};
 
 pub struct StackIds {
@@ -18,6 +20,8 @@ pub struct StackIds {
     nodes: Map<(u64, u64), u64>,
     /// Stack ids by frame list (its object in the pickle).
     lists: Map<usize, u64>,
+    /// Each stack id's category (a stack without frames, id 0, has none: not known).
+    pub categories: Map<u64, Category>,
     reader: FrameReader,
     all_frames: bool,
 }
@@ -30,6 +34,7 @@ impl StackIds {
             frames: Map::default(),
             nodes: Map::default(),
             lists: Map::default(),
+            categories: Map::default(),
             reader: FrameReader::default(),
             all_frames,
         }
@@ -37,7 +42,16 @@ impl StackIds {
 
     /// The stack id of `frames` (innermost first), reduced to what a person reads.
     pub fn stack(&mut self, frames: &[Frame]) -> u64 {
-        let shown = readable(frames, self.all_frames);
+        let category = super::category::infer(frames);
+        let mut shown = readable(frames, self.all_frames);
+        if shown.is_empty() {
+            // No operator and no Python frame (the autograd engine's thread has none):
+            // the frames as they are, so that the stack and its category are kept.
+            shown = readable(frames, true);
+        }
+        // The outermost node is keyed by its category too, so a stack id has one; no
+        // node has an id this high.
+        let root = u64::MAX - category as u64;
         let mut node = 0;
         for r in shown.iter().rev() {
             let key = (
@@ -59,7 +73,8 @@ impl StackIds {
                 next_ip
             });
             let next_id = self.base + self.nodes.len() as u64 + 1;
-            node = *self.nodes.entry((node, ip)).or_insert_with(|| {
+            let parent = if node == 0 { root } else { node };
+            node = *self.nodes.entry((parent, ip)).or_insert_with(|| {
                 self.stacks.add_node(Node {
                     id: next_id,
                     parent: node,
@@ -67,6 +82,9 @@ impl StackIds {
                 });
                 next_id
             });
+        }
+        if node != 0 {
+            self.categories.insert(node, category);
         }
         node
     }

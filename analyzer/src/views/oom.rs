@@ -171,6 +171,8 @@ pub struct Postmortem {
     pub tensor_groups: Vec<Group>,
     /// Their requested bytes summed; null where tensors are not known.
     pub tensor_bytes: Option<u64>,
+    /// What those tensors were for (summing to `tensor_bytes`); null where not known.
+    pub tensor_categories: Option<super::categories::Categories>,
     /// The device layer: this process's memory on the device by NVML's last sample before
     /// the failure (CUDA context included); null without samples.
     pub device_bytes: Option<u64>,
@@ -355,6 +357,8 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         live_group_count: f.live_groups,
         peak_before_bytes: f.peak_before,
         live_groups,
+        tensor_categories: super::categories::of_groups(model, &f.tensors)
+            .filter(|_| tensor_bytes.is_some()),
         tensor_groups,
         tensor_bytes,
         device_bytes: f.device_used,

@@ -1,6 +1,7 @@
 //! `summary`: per process and device the peak, what held it, leaks and failures; per
 //! physical device the run's totals (processes sharing it summed on the common clock).
 
+use super::categories::{self, Categories};
 use super::groups::{self, Group};
 use super::layer::Layer;
 use crate::errors;
@@ -121,6 +122,11 @@ pub struct DeviceSummary {
     /// segments; null where the history reaches back to the start, and for traces.
     pub before_history: Option<BeforeHistory>,
     pub at_peak: Vec<Group>,
+    /// What the tensors were for at their peak (summing to `peak_requested_bytes`) and
+    /// at the end (summing to `allocated_bytes_at_end`); null where not known (a trace
+    /// alone).
+    pub tensor_categories_at_peak: Option<Categories>,
+    pub tensor_categories_at_end: Option<Categories>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +165,9 @@ pub struct FailureSummary {
     /// `tensor` or `block`: what [`Self::held`] counts.
     #[serde(skip)]
     pub held_unit: &'static str,
+    /// What the live tensors were for at the failure, in requested bytes; null where not
+    /// known.
+    pub tensor_categories: Option<Categories>,
 }
 
 #[derive(Serialize)]
@@ -364,6 +373,10 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                             requested_bytes: w.requested,
                         }),
                     at_peak: groups::of_process(p, &d.peak_groups),
+                    tensor_categories_at_peak: annotated(p, d.device)
+                        .and(p.layers.tensors.get(&d.device))
+                        .and_then(|t| categories::of_groups(p, &t.peak_groups)),
+                    tensor_categories_at_end: categories::at_end(p, d.device),
                 }
             })
             .collect(),
@@ -386,6 +399,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                     driver_figure: f.driver_at_failure().map(|d| d.source),
                     held,
                     held_unit,
+                    tensor_categories: categories::of_groups(p, &f.tensors),
                 }
             })
             .collect(),

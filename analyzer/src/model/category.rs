@@ -1,0 +1,50 @@
+//! What a tensor is for: parameters, gradients, optimizer state, activations. Known from
+//! what allocated it (its stack), so a category belongs to a stack id.
+
+use serde::Serialize;
+
+/// A tensor's category, in the order the views list them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// Parameters and buffers: made by a module's construction, `.to()`/`.cuda()`, or
+    /// `load_state_dict`.
+    Parameters,
+    /// Allocated by the backward pass: gradients, and the backward pass's temporaries.
+    Gradients,
+    /// Allocated inside an optimizer's `step`: its state (Adam's two moments), and its
+    /// temporaries.
+    OptimizerState,
+    /// Allocated by a module's forward: activations, and the forward's temporaries.
+    Activations,
+    /// Any other tensor with a stack: made by the program's own code outside a module's
+    /// forward, the backward pass or an optimizer (inputs, weights a program builds
+    /// itself, temporaries).
+    Other,
+    /// A tensor without a stack: allocated before a snapshot's history began, or its
+    /// stack was not recorded.
+    Unknown,
+}
+
+impl Category {
+    pub const ALL: [Category; 6] = [
+        Category::Parameters,
+        Category::Gradients,
+        Category::OptimizerState,
+        Category::Activations,
+        Category::Other,
+        Category::Unknown,
+    ];
+
+    /// The words a text view uses.
+    pub fn words(self) -> &'static str {
+        match self {
+            Category::Parameters => "parameters",
+            Category::Gradients => "gradients",
+            Category::OptimizerState => "optimizer state",
+            Category::Activations => "activations",
+            Category::Other => "other tensors",
+            Category::Unknown => "not known (no frames)",
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What the tensors were for: the allocated layer split into parameters, gradients,
+//! optimizer state, activations and temporaries, and tensors not known. Each tensor's
+//! category is its stack's ([`crate::model::Category`]); a snapshot's are inferred from
+//! the frames PyTorch recorded (`crate::snapshot::category`). A trace alone has none yet.
+
+use crate::model::{Category, GroupBytes, GroupKey, Map, ProcessModel};
+use crate::snapshot::events::SNAPSHOT_INTERPOSER;
+use serde::Serialize;
+
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Categories {
+    /// How each tensor's category is known: `inferred` (from the frames that allocated
+    /// it, by the rules in docs/json.md).
+    pub known_by: &'static str,
+    /// Every category in order, those of no tensor too; they sum to the layer's figure.
+    pub split: Vec<CategoryBytes>,
+}
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CategoryBytes {
+    pub category: Category,
+    pub bytes: u64,
+    pub tensors: u64,
+}
+
+/// Whether `p`'s tensors have categories: a snapshot's, or a trace's joined by one.
+fn known(p: &ProcessModel) -> bool {
+    !p.categories.is_empty() || p.header.interposer == SNAPSHOT_INTERPOSER
+}
+
+fn category_of(p: &ProcessModel, stack: u64) -> Category {
+    p.categories
+        .get(&stack)
+        .copied()
+        .unwrap_or(Category::Unknown)
+}
+
+fn split(tensors: impl Iterator<Item = (Category, u64)>) -> Categories {
+    let mut split: Vec<CategoryBytes> = Category::ALL
+        .iter()
+        .map(|&category| CategoryBytes {
+            category,
+            bytes: 0,
+            tensors: 0,
+        })
+        .collect();
+    for (category, bytes) in tensors {
+        let c = &mut split[category as usize];
+        c.bytes = c.bytes.saturating_add(bytes);
+        c.tensors += 1;
+    }
+    Categories {
+        known_by: "inferred",
+        split,
+    }
+}
+
+/// The split of tensor groups (a device's at its peak, or at a failure), in the groups'
+/// bytes (requested bytes, as the allocated layer's peak counts them).
+pub fn of_groups(p: &ProcessModel, groups: &Map<GroupKey, GroupBytes>) -> Option<Categories> {
+    if !known(p) || groups.is_empty() {
+        return None;
+    }
+    let mut c = split(std::iter::empty());
+    for (key, g) in groups {
+        let s = &mut c.split[category_of(p, key.stack) as usize];
+        s.bytes = s.bytes.saturating_add(g.bytes);
+        s.tensors += g.blocks;
+    }
+    Some(c)
+}
+
+/// The split of the blocks live at the end on `dev`, in block bytes (as
+/// `allocated_bytes_at_end` counts them).
+pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
+    if !known(p) || !p.layers.devices.get(&dev).is_some_and(|l| l.annotated) {
+        return None;
+    }
+    let blocks = p.layers.blocks().filter(|(_, b)| b.dev == dev);
+    Some(split(
+        blocks.map(|(_, b)| (category_of(p, b.key.stack), b.size)),
+    ))
+}
+
+/// `optimizer state 3.2 GiB, gradients 1.6 GiB, ...`: largest first, empty ones left out.
+pub fn words(c: &Categories) -> String {
+    let mut held: Vec<&CategoryBytes> = c.split.iter().filter(|c| c.bytes > 0).collect();
+    held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
+    held.iter()
+        .map(|c| format!("{} {}", c.category.words(), crate::units::bytes(c.bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

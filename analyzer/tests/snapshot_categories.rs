@@ -1,0 +1,212 @@
+//! What the tensors were for (parameters, gradients, optimizer state, activations), as
+//! `summary` and `oom` infer it from the frames of a snapshot: against a training step
+//! whose tensors' sizes the test chose, and against an independent reading of the real
+//! snapshots' frames by Python's own `pickle`.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Bytes and tensors per category, as the JSON has them.
+fn split(c: &Value) -> BTreeMap<String, (u64, u64)> {
+    assert_eq!(c["known_by"], "inferred", "{c}");
+    c["split"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let name = s["category"].as_str().unwrap().to_string();
+            (
+                name,
+                (s["bytes"].as_u64().unwrap(), s["tensors"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// A training step's snapshot, written by Python's pickle: a model's three parameters
+/// (moved to the GPU by `.to()`), their gradients (the autograd engine), Adam's two
+/// moments of each (inside `step`), two activations of its forward, a temporary of the
+/// user's own code, a tensor alive before the history (no frames), then an
+/// out-of-memory entry. Every tensor has a segment of its own, so no size is rounded.
+const TRAINING_STEP: &str = r#"
+import pickle, sys
+M = 1 << 20
+torch = "/usr/lib/python3/site-packages/torch"
+user = [{"filename": "/home/me/train.py", "line": 40, "name": "main"}]
+to = [{"filename": torch + "/nn/modules/module.py", "line": 1, "name": "_apply"},
+      {"filename": torch + "/nn/modules/module.py", "line": 2, "name": "to"}] + user
+engine = [{"filename": "", "line": 0, "name": "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"}]
+adam = [{"filename": torch + "/optim/adam.py", "line": 3, "name": "_init_group"},
+        {"filename": torch + "/optim/optimizer.py", "line": 4, "name": "wrapper"}] + user
+forward = [{"filename": "/home/me/model.py", "line": 7, "name": "forward"},
+           {"filename": torch + "/nn/modules/module.py", "line": 5, "name": "_call_impl"}] + user
+params = [4 * M, 2 * M, 2 * M]
+tensors = [("before", 2 * M, [])]
+tensors += [("parameters", s, to) for s in params]
+tensors += [("activations", s, forward) for s in [4 * M, 2 * M]]
+tensors += [("other", 2 * M, user)]
+tensors += [("gradients", s, engine) for s in params]
+tensors += [("optimizer_state", s, adam) for s in params for _ in range(2)]
+segments, trace, t = [], [], 1
+for i, (what, size, frames) in enumerate(tensors):
+    addr = (1 << 32) + i * 64 * M
+    block = {"address": addr, "size": size, "requested_size": size,
+             "state": "active_allocated", "frames": frames}
+    segments.append({"device": 0, "address": addr, "total_size": size,
+                     "allocated_size": size, "active_size": size, "requested_size": size,
+                     "stream": 0, "segment_type": "large", "blocks": [block]})
+    if what == "before":
+        continue
+    trace.append({"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,
+                  "time_us": t, "frames": frames})
+    trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0,
+                  "time_us": t + 1, "frames": frames})
+    t += 2
+trace.append({"action": "oom", "addr": 0, "size": 80 * M, "stream": 0, "time_us": t,
+              "device_free": 10 * M, "frames": forward})
+pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], "wb"))
+"#;
+
+#[test]
+fn a_training_steps_tensors_are_split_by_what_they_were_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("step.pickle");
+    common::python3(&["-c", TRAINING_STEP, path.to_str().unwrap()]);
+    let m = 1u64 << 20;
+    let want: BTreeMap<String, (u64, u64)> = [
+        ("parameters", (8 * m, 3)),
+        ("gradients", (8 * m, 3)),
+        ("optimizer_state", (16 * m, 6)),
+        ("activations", (6 * m, 2)),
+        ("other", (2 * m, 1)),
+        ("unknown", (2 * m, 1)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let file = path.to_str().unwrap();
+    let (summary, _, stderr) = common::json_view(&["summary", "--json", file]);
+    let device = &summary["processes"][0]["devices"][0];
+    assert_eq!(split(&device["tensor_categories_at_end"]), want, "{stderr}");
+    assert_eq!(split(&device["tensor_categories_at_peak"]), want);
+    let failure = &summary["processes"][0]["failures"][0];
+    assert_eq!(split(&failure["tensor_categories"]), want);
+    let (oom, _, _) = common::json_view(&["oom", "--json", file]);
+    assert_eq!(split(&oom["failures"][0]["tensor_categories"]), want);
+
+    // The text says it in a line, largest first, and that it is inferred.
+    let text = String::from_utf8(common::vramtrace_ok(&["summary", file]).stdout).unwrap();
+    assert!(
+        text.contains("(inferred from their frames): optimizer state 16.0 MiB, parameters 8.0 MiB, gradients 8.0 MiB, activations 6.0 MiB, other tensors 2.0 MiB, not known (no frames) 2.0 MiB"),
+        "{text}"
+    );
+    let text = String::from_utf8(common::vramtrace_ok(&["oom", file]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "by what they were for (inferred from their frames): optimizer state 16.0 MiB"
+        ),
+        "{text}"
+    );
+}
+
+/// Per device of each snapshot: the held blocks' (`active_allocated`,
+/// `active_pending_free`) bytes and count per category, by the rules of docs/json.md
+/// read from the frames by Python.
+const READING: &str = r#"
+import json, pickle, sys
+def category(frames):
+    def has(rule):
+        return any(rule(f["filename"], f["name"]) for f in frames)
+    if not frames:
+        return "unknown"
+    if has(lambda f, n: "/torch/optim/" in f):
+        return "optimizer_state"
+    if has(lambda f, n: "torch::autograd::Engine" in n or "torch::autograd::generated::" in n
+           or (n == "backward" and ("/torch/autograd/" in f or f.endswith("/torch/_tensor.py")))):
+        return "gradients"
+    if has(lambda f, n: f.endswith("/torch/nn/parameter.py")
+           or (n == "__init__" and "/torch/nn/modules/" in f)
+           or (f.endswith("/torch/nn/modules/module.py")
+               and n in ("_apply", "to", "cuda", "load_state_dict", "_load_from_state_dict"))):
+        return "parameters"
+    if has(lambda f, n: n == "forward" or (f.endswith("/torch/nn/modules/module.py")
+                                           and n in ("_call_impl", "_wrapped_call_impl"))):
+        return "activations"
+    return "other"
+out = []
+for path in sys.argv[1:]:
+    s = pickle.load(open(path, "rb"))
+    segments = s["segments"] if isinstance(s, dict) else s
+    devices = {}
+    for g in segments:
+        d = devices.setdefault(g["device"], {})
+        for b in g["blocks"]:
+            if b["state"] in ("active_allocated", "active_pending_free"):
+                # A block's frames, or (PyTorch 2.0) its history's last use's.
+                if "frames" in b:
+                    frames = b["frames"]
+                elif b.get("history"):
+                    frames = b["history"][-1].get("frames") or []
+                else:
+                    frames = []
+                c = d.setdefault(category(frames), [0, 0])
+                c[0] += b["size"]
+                c[1] += 1
+    out.append({str(k): v for k, v in devices.items()})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn real_snapshots_categories_are_their_frames_read_by_python() {
+    let Some(dir) = common::fixtures() else {
+        return;
+    };
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let paths: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    let readings = common::python_list(READING, &paths);
+    let mut known = 0;
+    for (path, reading) in files.iter().zip(&readings) {
+        let what = path.file_name().unwrap().to_string_lossy();
+        let (summary, _, _) = common::json_view(&["summary", "--json", path.to_str().unwrap()]);
+        for d in summary["processes"][0]["devices"].as_array().unwrap() {
+            let Some(end) = d.get("tensor_categories_at_end").filter(|c| !c.is_null()) else {
+                continue;
+            };
+            let got = split(end);
+            let mut want: BTreeMap<String, (u64, u64)> =
+                got.keys().map(|k| (k.clone(), (0, 0))).collect();
+            if let Some(r) = reading[d["device"].to_string()].as_object() {
+                for (k, v) in r {
+                    want.insert(k.clone(), (v[0].as_u64().unwrap(), v[1].as_u64().unwrap()));
+                }
+            }
+            assert_eq!(got, want, "{what} device {}: at the end", d["device"]);
+            let sum = |c: &Value| split(c).values().map(|v| v.0).sum::<u64>();
+            assert_eq!(
+                Some(sum(end)),
+                d["allocated_bytes_at_end"].as_u64(),
+                "{what}"
+            );
+            let peak = &d["tensor_categories_at_peak"];
+            assert_eq!(
+                Some(sum(peak)),
+                d["peak_requested_bytes"].as_u64(),
+                "{what}: at the peak"
+            );
+            known += got
+                .iter()
+                .filter(|(k, v)| *k != "unknown" && v.0 > 0)
+                .count();
+        }
+    }
+    assert!(known >= 10, "categories other than unknown: {known}");
+}
