@@ -96,6 +96,28 @@ fn a_training_steps_tensors_are_split_by_what_they_were_for() {
     assert_eq!(split(&failure["tensor_categories"]), want);
     let (oom, _, _) = common::json_view(&["oom", "--json", file]);
     assert_eq!(split(&oom["failures"][0]["tensor_categories"]), want);
+    let (peak, _, _) = common::json_view(&["peak", "--json", file]);
+    assert_eq!(split(&peak["devices"][0]["categories"]), want);
+    let text = common::vramtrace_ok(&["peak", "--by", "category", file]).stdout;
+    let text = String::from_utf8(text).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.contains("what they were for (inferred from their frames)"))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["16.0", "MiB", "6", "optimizer", "state"],
+            vec!["8.0", "MiB", "3", "parameters"],
+            vec!["8.0", "MiB", "3", "gradients"],
+            vec!["6.0", "MiB", "2", "activations"],
+            vec!["2.0", "MiB", "1", "other", "tensors"],
+            vec!["2.0", "MiB", "1", "not", "known", "(no", "frames)"],
+        ],
+        "{text}"
+    );
 
     // The text says it in a line, largest first, and that it is inferred.
     let text = String::from_utf8(common::vramtrace_ok(&["summary", file]).stdout).unwrap();
@@ -177,6 +199,7 @@ fn real_snapshots_categories_are_their_frames_read_by_python() {
     for (path, reading) in files.iter().zip(&readings) {
         let what = path.file_name().unwrap().to_string_lossy();
         let (summary, _, _) = common::json_view(&["summary", "--json", path.to_str().unwrap()]);
+        let (peak_view, _, _) = common::json_view(&["peak", "--json", path.to_str().unwrap()]);
         for d in summary["processes"][0]["devices"].as_array().unwrap() {
             let Some(end) = d.get("tensor_categories_at_end").filter(|c| !c.is_null()) else {
                 continue;
@@ -202,6 +225,14 @@ fn real_snapshots_categories_are_their_frames_read_by_python() {
                 d["peak_requested_bytes"].as_u64(),
                 "{what}: at the peak"
             );
+            // `peak` (one process: the same peak) says the same.
+            let shown = peak_view["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["gpu"] == d["gpu"])
+                .unwrap_or_else(|| panic!("{what}: no GPU {} in peak", d["gpu"]));
+            assert_eq!(split(&shown["categories"]), split(peak), "{what}: peak");
             known += got
                 .iter()
                 .filter(|(k, v)| *k != "unknown" && v.0 > 0)

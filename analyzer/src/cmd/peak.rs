@@ -16,6 +16,10 @@ pub struct PeakArgs {
     /// Groups listed per device in the text view.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// What the text lists the live set by: `group` (who allocated) or `category` (what
+    /// the tensors were for: parameters, gradients, optimizer state, activations).
+    #[arg(long, value_enum, default_value_t = render::peak::By::Group)]
+    pub by: render::peak::By,
     /// The layer: `allocated` (tensors, where an allocator or a PyTorch snapshot tells
     /// them; the default there) or `reserved` (device memory from the driver).
     #[arg(long, value_enum)]
@@ -40,7 +44,7 @@ pub fn peak(args: PeakArgs) -> Result<i32, String> {
     if args.json {
         common::print(&render::json(&view))?;
     } else {
-        common::print(&render::peak::text(&view, args.limit))?;
+        common::print(&render::peak::text(&view, args.limit, args.by))?;
     }
     Ok(common::status(&run))
 }

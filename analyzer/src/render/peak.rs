@@ -5,7 +5,14 @@ use crate::units;
 use crate::views::peak::PeakView;
 use std::fmt::Write;
 
-pub fn text(v: &PeakView, limit: usize) -> String {
+/// What the text lists each device's live set by.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    Group,
+    Category,
+}
+
+pub fn text(v: &PeakView, limit: usize, by: By) -> String {
     let mut o = String::new();
     let hosts: std::collections::BTreeSet<&str> =
         v.devices.iter().map(|d| d.host.as_str()).collect();
@@ -50,6 +57,20 @@ pub fn text(v: &PeakView, limit: usize) -> String {
                 let _ = writeln!(o, "  {:>12}  pid {}{rank}", units::bytes(p.bytes), p.pid);
             }
         }
+        if by == By::Category {
+            match &d.categories {
+                Some(c) => {
+                    categories(&mut o, c);
+                    continue;
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  what the tensors were for is not known here (a PyTorch snapshot says it): by who allocated"
+                    );
+                }
+            }
+        }
         let _ = writeln!(
             o,
             "  {:>12}  {:>6}  {:>8}  {:>6}  who allocated",
@@ -75,4 +96,22 @@ pub fn text(v: &PeakView, limit: usize) -> String {
         }
     }
     o
+}
+
+/// A device's tensors by category, largest first (inferred: said in the heading).
+fn categories(o: &mut String, c: &crate::views::categories::Categories) {
+    let _ = writeln!(
+        o,
+        "  {:>12}  {:>7}  what they were for ({} from their frames)",
+        "bytes", "tensors", c.known_by
+    );
+    for s in crate::views::categories::largest_first(c) {
+        let _ = writeln!(
+            o,
+            "  {:>12}  {:>7}  {}",
+            units::bytes(s.bytes),
+            s.tensors,
+            s.category.words()
+        );
+    }
 }

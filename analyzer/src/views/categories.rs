@@ -4,6 +4,7 @@
 //! the frames PyTorch recorded (`crate::snapshot::category`). A trace alone has none yet.
 
 use crate::model::{Category, GroupBytes, GroupKey, Map, ProcessModel};
+use crate::run::{Run, RunGroupKey};
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use serde::Serialize;
 
@@ -35,7 +36,8 @@ fn category_of(p: &ProcessModel, stack: u64) -> Category {
         .unwrap_or(Category::Unknown)
 }
 
-fn split(tensors: impl Iterator<Item = (Category, u64)>) -> Categories {
+/// The split of tensors given as (category, bytes, how many).
+fn split(tensors: impl Iterator<Item = (Category, u64, u64)>) -> Categories {
     let mut split: Vec<CategoryBytes> = Category::ALL
         .iter()
         .map(|&category| CategoryBytes {
@@ -44,10 +46,10 @@ fn split(tensors: impl Iterator<Item = (Category, u64)>) -> Categories {
             tensors: 0,
         })
         .collect();
-    for (category, bytes) in tensors {
+    for (category, bytes, n) in tensors {
         let c = &mut split[category as usize];
         c.bytes = c.bytes.saturating_add(bytes);
-        c.tensors += 1;
+        c.tensors = c.tensors.saturating_add(n);
     }
     Categories {
         known_by: "inferred",
@@ -61,13 +63,22 @@ pub fn of_groups(p: &ProcessModel, groups: &Map<GroupKey, GroupBytes>) -> Option
     if !known(p) || groups.is_empty() {
         return None;
     }
-    let mut c = split(std::iter::empty());
-    for (key, g) in groups {
-        let s = &mut c.split[category_of(p, key.stack) as usize];
-        s.bytes = s.bytes.saturating_add(g.bytes);
-        s.tensors += g.blocks;
+    Some(split(groups.iter().map(|(key, g)| {
+        (category_of(p, key.stack), g.bytes, g.blocks)
+    })))
+}
+
+/// The same for a run device's groups (every process on it): known where any of its
+/// processes' categories are.
+pub fn of_run_groups(run: &Run, groups: &Map<RunGroupKey, GroupBytes>) -> Option<Categories> {
+    let processes = || groups.keys().map(|(p, _)| &run.processes[*p]);
+    if groups.is_empty() || !processes().any(known) {
+        return None;
     }
-    Some(c)
+    Some(split(groups.iter().map(|((p, key), g)| {
+        let category = category_of(&run.processes[*p], key.stack);
+        (category, g.bytes, g.blocks)
+    })))
 }
 
 /// The split of the blocks live at the end on `dev`, in block bytes (as
@@ -78,15 +89,21 @@ pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
     }
     let blocks = p.layers.blocks().filter(|(_, b)| b.dev == dev);
     Some(split(
-        blocks.map(|(_, b)| (category_of(p, b.key.stack), b.size)),
+        blocks.map(|(_, b)| (category_of(p, b.key.stack), b.size, 1)),
     ))
+}
+
+/// The categories that hold bytes, largest first (equal ones in category order).
+pub fn largest_first(c: &Categories) -> Vec<&CategoryBytes> {
+    let mut held: Vec<&CategoryBytes> = c.split.iter().filter(|c| c.bytes > 0).collect();
+    held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
+    held
 }
 
 /// `optimizer state 3.2 GiB, gradients 1.6 GiB, ...`: largest first, empty ones left out.
 pub fn words(c: &Categories) -> String {
-    let mut held: Vec<&CategoryBytes> = c.split.iter().filter(|c| c.bytes > 0).collect();
-    held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.category.cmp(&b.category)));
-    held.iter()
+    largest_first(c)
+        .iter()
         .map(|c| format!("{} {}", c.category.words(), crate::units::bytes(c.bytes)))
         .collect::<Vec<_>>()
         .join(", ")

@@ -33,6 +33,9 @@ pub struct PeakDevice {
     /// Bytes per process, largest first.
     pub processes: Vec<ProcessBytes>,
     pub groups: Vec<Group>,
+    /// What the tensors were for, at the allocated layer (docs/json.md, "Tensor
+    /// categories"); null at the reserved layer and where not known.
+    pub categories: Option<super::categories::Categories>,
     /// The function holding the most of it, its groups summed: the innermost frame of
     /// each group that is not an operator (for PyTorch, the user's own code).
     pub top_function: Option<FunctionBytes>,
@@ -76,6 +79,9 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
                 &usage.groups
             };
             let groups = groups::run_device_groups(run, index, usage, at_peak);
+            let categories = (shown == Layer::Allocated)
+                .then(|| super::categories::of_run_groups(run, map))
+                .flatten();
             PeakDevice {
                 host: id.host.clone(),
                 gpu: id.gpu.clone(),
@@ -92,6 +98,7 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
                     })
                     .collect(),
                 top_function: top_function(&groups),
+                categories,
                 groups,
             }
         })
