@@ -13,7 +13,10 @@
 #         hundreds; every one is listed in torch-<host>-<pid>.json, and the exit
 #         snapshot's history holds them all);
 #       * writes a snapshot at exit, then turns the history off;
-#       * records the torch version and allocator settings in torch-<host>-<pid>.json.
+#       * records the torch version and allocator settings in torch-<host>-<pid>.json;
+#       * puts in each snapshot it writes which CUDA storages are parameters, buffers,
+#         gradients and optimizer state (key "vramtrace_tensors": the modules and
+#         optimizers the garbage collector knows, walked for at most 2 s).
 #   Files go beside the trace (the directory of VRAMTRACE_OUTPUT), named by host and pid as
 #   the traces are (a directory shared by several nodes holds the same pids many times),
 #   created new with mode 0600, never through a symlink or over an existing file: a name
@@ -175,11 +178,71 @@ def _vramtrace_torch_hook():
     def save_info():
         guarded("writing %s" % stem("torch", ".json"), write_info)
 
+    def storages(torch):
+        # What the program's own objects say its CUDA storages are: [device, address,
+        # bytes, category] of the parameters and buffers of every torch.nn.Module, their
+        # gradients, and the state of every torch.optim.Optimizer. A storage is named once,
+        # by the first of those that holds it.
+        import gc
+        import time
+
+        module = getattr(getattr(torch, "nn", None), "Module", None)
+        optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
+        tensor = getattr(torch, "Tensor", None)
+        kinds = tuple(k for k in (module, optimizer) if isinstance(k, type))
+        seen, out = set(), []
+
+        def add(t, category):
+            try:
+                if tensor is None or not isinstance(t, tensor) or not t.is_cuda:
+                    return
+                s = t.untyped_storage()
+                key = (t.device.index, s.data_ptr())
+                if key[1] and key not in seen:
+                    seen.add(key)
+                    out.append([key[0], key[1], s.nbytes(), category])
+            except Exception:
+                pass
+
+        def of_module(m):
+            for p in m.parameters(recurse=False):
+                add(p, "parameters")
+                add(p.grad, "gradients")
+            for b in m.buffers(recurse=False):
+                add(b, "parameters")
+
+        def of_optimizer(o):
+            for group in o.param_groups:
+                for p in group.get("params", ()):
+                    add(p, "parameters")
+                    add(p.grad, "gradients")
+            for state in o.state.values():
+                for v in state.values():
+                    add(v, "optimizer_state")
+
+        deadline = time.monotonic() + 2.0
+        complete = True
+        if kinds:
+            for n, o in enumerate(gc.get_objects()):
+                if n % 4096 == 0 and time.monotonic() > deadline:
+                    complete = False
+                    break
+                if isinstance(o, kinds):
+                    try:
+                        (of_module if module and isinstance(o, module) else of_optimizer)(o)
+                    except Exception:
+                        pass
+        return {"version": 1, "complete": complete, "storages": out}
+
     def dump(torch, kind, oom=None):
         # kind: "" at exit, "-oom[-N]" at an out-of-memory error (whose entry gets the name).
         import pickle
 
         snapshot = torch.cuda.memory._snapshot()
+        if isinstance(snapshot, dict):
+            found = guarded("naming the parameters and optimizer state", storages, torch)
+            if found is not None:
+                snapshot["vramtrace_tensors"] = found
         f, name = create_new(stem("torch-snapshot", kind), ".pickle")
         with f:
             # Protocol 4: what `vramtrace` and the memory_viz viewer read, on any Python.

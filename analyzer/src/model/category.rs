@@ -1,6 +1,7 @@
 //! What a tensor is for: parameters, gradients, optimizer state, activations. Known from
 //! what allocated it (its stack), so a category belongs to a stack id.
 
+use super::Map;
 use serde::Serialize;
 
 /// A tensor's category, in the order the views list them.
@@ -45,6 +46,43 @@ impl Category {
             Category::Activations => "activations",
             Category::Other => "other tensors",
             Category::Unknown => "not known (no frames)",
+        }
+    }
+}
+
+/// What a process's tensors are for, as its sources tell it.
+#[derive(Clone, Debug, Default)]
+pub struct TensorCategories {
+    /// By stack id: inferred from the frames (a snapshot's stacks).
+    pub by_stack: Map<u64, Category>,
+    /// By a storage's device and address when a snapshot was written: recorded from the
+    /// program's own modules and optimizers (the PyTorch hook's `vramtrace_tensors`).
+    pub recorded: Map<(i32, u64), Category>,
+    /// The walk that recorded them ran out of time: some are missing.
+    pub recorded_partly: bool,
+}
+
+impl TensorCategories {
+    /// Another source's categories, added (a snapshot joining a trace).
+    pub fn extend(&mut self, other: TensorCategories) {
+        self.by_stack.extend(other.by_stack);
+        self.recorded.extend(other.recorded);
+        self.recorded_partly |= other.recorded_partly;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_stack.is_empty() && self.recorded.is_empty()
+    }
+}
+
+impl Category {
+    /// The category a snapshot's `vramtrace_tensors` names; `None` for any other name.
+    pub fn recorded(name: &str) -> Option<Category> {
+        match name {
+            "parameters" => Some(Category::Parameters),
+            "gradients" => Some(Category::Gradients),
+            "optimizer_state" => Some(Category::OptimizerState),
+            _ => None,
         }
     }
 }

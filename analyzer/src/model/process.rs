@@ -1,7 +1,7 @@
 //! One process's replay.
 
 use super::block::{Block, GroupKey};
-use super::category::Category;
+use super::category::TensorCategories;
 use super::device::DeviceUsage;
 use super::failure::{
     largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
@@ -54,8 +54,8 @@ pub struct ProcessModel {
     pub layers: Layers,
     /// Frames and stack nodes of the trace (complete once the replay has finished).
     pub stacks: StackTable,
-    /// What the tensors of each stack are for, where known (a snapshot's stacks).
-    pub categories: Map<u64, Category>,
+    /// What its tensors are for, where known (a snapshot's stacks and recorded storages).
+    pub categories: TensorCategories,
     /// Marker names by id.
     pub names: Map<u64, String>,
     /// The error that stopped reading, if any: everything before it was used.
@@ -94,7 +94,7 @@ impl ProcessModel {
             history_truncated: Vec::new(),
             layers: Layers::default(),
             stacks: StackTable::default(),
-            categories: Map::default(),
+            categories: TensorCategories::default(),
             names: Map::default(),
             error: None,
             windows: BTreeMap::new(),

@@ -173,8 +173,8 @@ fn tensors(o: &mut String, f: &Postmortem) {
         if let Some(c) = &f.tensor_categories {
             let _ = writeln!(
                 o,
-                "    by what they were for ({} from their frames): {}",
-                c.known_by,
+                "    by what they were for ({}): {}",
+                crate::views::categories::how(c),
                 crate::views::categories::words(c)
             );
         }

@@ -102,8 +102,10 @@ pub fn text(v: &PeakView, limit: usize, by: By) -> String {
 fn categories(o: &mut String, c: &crate::views::categories::Categories) {
     let _ = writeln!(
         o,
-        "  {:>12}  {:>7}  what they were for ({} from their frames)",
-        "bytes", "tensors", c.known_by
+        "  {:>12}  {:>7}  what they were for ({})",
+        "bytes",
+        "tensors",
+        crate::views::categories::how(c)
     );
     for s in crate::views::categories::largest_first(c) {
         let _ = writeln!(

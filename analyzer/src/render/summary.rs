@@ -153,8 +153,8 @@ pub fn text(s: &Summary) -> String {
             if let Some(c) = &d.tensor_categories_at_peak {
                 let _ = writeln!(
                     o,
-                    "    the tensors at their peak were ({} from their frames): {}",
-                    c.known_by,
+                    "    the tensors at their peak were ({}): {}",
+                    categories::how(c),
                     categories::words(c)
                 );
             }
@@ -170,8 +170,9 @@ pub fn text(s: &Summary) -> String {
             {
                 let _ = writeln!(
                     o,
-                    "    the tensors {} were: {}",
+                    "    the tensors {} were ({}): {}",
                     Ending::of_process(p).when(),
+                    categories::how(c),
                     categories::words(c)
                 );
             }
@@ -208,8 +209,8 @@ pub fn text(s: &Summary) -> String {
             if let Some(c) = &f.tensor_categories {
                 let _ = writeln!(
                     o,
-                    "    its tensors then were ({} from their frames): {}",
-                    c.known_by,
+                    "    its tensors then were ({}): {}",
+                    categories::how(c),
                     categories::words(c)
                 );
             }

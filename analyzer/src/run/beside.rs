@@ -22,7 +22,7 @@
 
 use super::snapshots_beside::{may_own, owner_of, snapshots_beside};
 use super::Event;
-use crate::model::{Category, Map, ProcessModel};
+use crate::model::{ProcessModel, TensorCategories};
 use crate::snapshot::events::SnapshotEvents;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use std::collections::BTreeSet;
@@ -72,7 +72,7 @@ impl Beside {
 
     /// The frames and stacks the tensors point at (ids clear of the trace's), and their
     /// categories.
-    pub fn take_stacks(&mut self) -> (StackTable, Map<u64, Category>) {
+    pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {
         self.snap.take_stacks()
     }
 

@@ -5,7 +5,7 @@
 //! few of a run, are read inline: a thread and its batches per file would cost more than
 //! they save on a directory of thousands.
 
-use crate::model::{Category, Map};
+use crate::model::TensorCategories;
 use crate::snapshot::events::SnapshotEvents;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
@@ -106,7 +106,7 @@ impl Feed {
     }
 
     /// The stacks of the events handed out, and their categories, taken.
-    pub fn take_stacks(&mut self) -> (StackTable, Map<u64, Category>) {
+    pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {
         self.source().map(|s| s.take_stacks()).unwrap_or_default()
     }
 

@@ -21,7 +21,8 @@
 //! (activation checkpointing) as gradients.
 
 use super::model::Frame;
-use crate::model::Category;
+use super::pickle::{Pickle, Value};
+use crate::model::{Category, TensorCategories};
 
 /// The category of a tensor allocated by `frames` (innermost first).
 pub fn infer(frames: &[Frame]) -> Category {
@@ -40,6 +41,41 @@ pub fn infer(frames: &[Frame]) -> Category {
     } else {
         Category::Other
     }
+}
+
+/// The storages the PyTorch hook recorded in the snapshot (`vramtrace_tensors`:
+/// `{"version": 1, "complete": bool, "storages": [[device, address, bytes, category],
+/// ...]}`) into `into`; a note for what could not be read.
+pub fn recorded(p: &Pickle, into: &mut TensorCategories) -> Option<String> {
+    let v = p.get(p.root, "vramtrace_tensors")?;
+    let storages = p.get(v, "storages").and_then(|s| p.seq(s));
+    let Some(storages) = storages else {
+        return Some("\"vramtrace_tensors\" has no list \"storages\": ignored".into());
+    };
+    into.recorded_partly |= p.get(v, "complete") != Some(Value::Bool(true));
+    let mut unread = 0usize;
+    for &s in storages {
+        match storage(p, s) {
+            Some((key, category)) => {
+                into.recorded.entry(key).or_insert(category);
+            }
+            None => unread += 1,
+        }
+    }
+    (unread > 0).then(|| {
+        format!("{unread} of the \"vramtrace_tensors\" storages are not [device, address, bytes, category]: left out")
+    })
+}
+
+fn storage(p: &Pickle, s: Value) -> Option<((i32, u64), Category)> {
+    let fields = p.seq(s)?;
+    let [device, address, _, category] = fields else {
+        return None;
+    };
+    let device = i32::try_from(p.int(*device)?).ok()?;
+    let address = u64::try_from(p.int(*address)?).ok()?;
+    let category = Category::recorded(p.str(*category)?)?;
+    Some(((device, address), category))
 }
 
 fn optimizer(file: &str, _: &str) -> bool {

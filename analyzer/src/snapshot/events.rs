@@ -15,7 +15,7 @@ use super::pickle::Pickle;
 use super::stack_ids::StackIds;
 use crate::allocator::follow::Shape;
 use crate::allocator::Settings;
-use crate::model::{Category, Map, Window};
+use crate::model::{TensorCategories, Window};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,8 @@ pub struct SnapshotEvents {
     pickle: Pickle,
     devices: Vec<Cursor>,
     stacks: StackIds,
+    /// The storages the PyTorch hook named (parameters, gradients, optimizer state).
+    recorded: TensorCategories,
     origin_us: i64,
     /// The time of the last event, known before the events are read.
     latest_t: u64,
@@ -163,6 +165,10 @@ impl SnapshotEvents {
             .max()
             .unwrap_or(0);
         let mut notes = Vec::new();
+        let mut named = TensorCategories::default();
+        if let Some(n) = super::category::recorded(&pickle, &mut named) {
+            notes.push(format!("note: {}: {n}", path.display()));
+        }
         if !snap.history_truncated.is_empty() {
             notes.push(format!(
                 "note: {}: the snapshot says its history was truncated ({}): entries before it are missing, what they left alive is rebuilt from the final segments",
@@ -190,6 +196,7 @@ impl SnapshotEvents {
             pickle,
             devices,
             stacks,
+            recorded: named,
             origin_us: origin,
             latest_t,
             fronts: BinaryHeap::new(),
@@ -239,12 +246,12 @@ impl SnapshotEvents {
     }
 
     /// The stacks the events read so far point at (all of them once `next_event` has
-    /// returned `None`), and each one's category, taken.
-    pub fn take_stacks(&mut self) -> (StackTable, Map<u64, Category>) {
-        (
-            std::mem::take(&mut self.stacks.stacks),
-            std::mem::take(&mut self.stacks.categories),
-        )
+    /// returned `None`), and what its tensors were for (by stack, and as recorded),
+    /// taken.
+    pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {
+        let mut categories = std::mem::take(&mut self.recorded);
+        categories.by_stack = std::mem::take(&mut self.stacks.categories);
+        (std::mem::take(&mut self.stacks.stacks), categories)
     }
 
     /// History entries in all, over the devices (before the first `next_event`).

@@ -10,8 +10,11 @@ use serde::Serialize;
 
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct Categories {
-    /// How each tensor's category is known: `inferred` (from the frames that allocated
-    /// it, by the rules in docs/json.md).
+    /// How the categories are known: `inferred` (from the frames that allocated each
+    /// tensor, by the rules in docs/json.md); `recorded` (the parameters, buffers,
+    /// gradients and optimizer state that the program's modules and optimizers held
+    /// when the PyTorch hook wrote its snapshot, the rest inferred); `recorded_in_part`
+    /// (so, but the hook's walk of them ran out of time).
     pub known_by: &'static str,
     /// Every category in order, those of no tensor too; they sum to the layer's figure.
     pub split: Vec<CategoryBytes>,
@@ -31,13 +34,30 @@ fn known(p: &ProcessModel) -> bool {
 
 fn category_of(p: &ProcessModel, stack: u64) -> Category {
     p.categories
+        .by_stack
         .get(&stack)
         .copied()
         .unwrap_or(Category::Unknown)
 }
 
+/// How a text says the categories are known: `inferred from their frames`.
+pub fn how(c: &Categories) -> &'static str {
+    match c.known_by {
+        "recorded" => "recorded from the program's modules and optimizers, the rest inferred from frames",
+        "recorded_in_part" => "recorded from the program's modules and optimizers until the hook ran out of time, the rest inferred from frames",
+        _ => "inferred from their frames",
+    }
+}
+
 /// The split of tensors given as (category, bytes, how many).
 fn split(tensors: impl Iterator<Item = (Category, u64, u64)>) -> Categories {
+    split_known_by(tensors, "inferred")
+}
+
+fn split_known_by(
+    tensors: impl Iterator<Item = (Category, u64, u64)>,
+    known_by: &'static str,
+) -> Categories {
     let mut split: Vec<CategoryBytes> = Category::ALL
         .iter()
         .map(|&category| CategoryBytes {
@@ -51,10 +71,7 @@ fn split(tensors: impl Iterator<Item = (Category, u64, u64)>) -> Categories {
         c.bytes = c.bytes.saturating_add(bytes);
         c.tensors = c.tensors.saturating_add(n);
     }
-    Categories {
-        known_by: "inferred",
-        split,
-    }
+    Categories { known_by, split }
 }
 
 /// The split of tensor groups (a device's at its peak, or at a failure), in the groups'
@@ -82,14 +99,26 @@ pub fn of_run_groups(run: &Run, groups: &Map<RunGroupKey, GroupBytes>) -> Option
 }
 
 /// The split of the blocks live at the end on `dev`, in block bytes (as
-/// `allocated_bytes_at_end` counts them).
+/// `allocated_bytes_at_end` counts them): a block the PyTorch hook named by its address
+/// (its snapshot is the end) has that category, any other its stack's.
 pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
     if !known(p) || !p.layers.devices.get(&dev).is_some_and(|l| l.annotated) {
         return None;
     }
+    let recorded = &p.categories.recorded;
+    let known_by = match (recorded.is_empty(), p.categories.recorded_partly) {
+        (true, _) => "inferred",
+        (false, false) => "recorded",
+        (false, true) => "recorded_in_part",
+    };
     let blocks = p.layers.blocks().filter(|(_, b)| b.dev == dev);
-    Some(split(
-        blocks.map(|(_, b)| (category_of(p, b.key.stack), b.size, 1)),
+    Some(split_known_by(
+        blocks.map(|(addr, b)| {
+            let category = recorded.get(&(dev, addr)).copied();
+            let category = category.unwrap_or_else(|| category_of(p, b.key.stack));
+            (category, b.size, 1)
+        }),
+        known_by,
     ))
 }
 
