@@ -536,5 +536,34 @@ fn real_snapshots_answer_in_sql_as_in_the_summary() {
             held_by_pickle(snapshot),
             "{what}: held at its end"
         );
+        // What they were for: the summary's split at the end, category by category.
+        let mut sql: Vec<(i64, String, u64, u64)> =
+            rows(&a, "What the tensors were for at each rank's end", id)
+                .map(|r| {
+                    let n = |k: &str| r[k].as_u64().unwrap();
+                    let category = r["category"].as_str().unwrap().to_string();
+                    (
+                        r["device"].as_i64().unwrap(),
+                        category,
+                        n("tensors"),
+                        n("bytes"),
+                    )
+                })
+                .collect();
+        let mut truth = Vec::new();
+        for d in summary["processes"][0]["devices"].as_array().unwrap() {
+            let Some(split) = d["tensor_categories_at_end"]["split"].as_array() else {
+                continue;
+            };
+            for c in split.iter().filter(|c| c["tensors"].as_u64().unwrap() > 0) {
+                let category = c["category"].as_str().unwrap().to_string();
+                let (n, bytes) = (c["tensors"].as_u64().unwrap(), c["bytes"].as_u64().unwrap());
+                truth.push((d["device"].as_i64().unwrap(), category, n, bytes));
+            }
+        }
+        sql.sort();
+        truth.sort();
+        assert!(!truth.is_empty(), "{what}: no categories");
+        assert_eq!(sql, truth, "{what}: what the tensors were for");
     }
 }

@@ -22,8 +22,8 @@ pub enum Category {
     /// forward, the backward pass or an optimizer (inputs, weights a program builds
     /// itself, temporaries).
     Other,
-    /// A tensor without a stack: allocated before a snapshot's history began, or its
-    /// stack was not recorded.
+    /// A tensor without a stack (allocated before a snapshot's history began, or its
+    /// stack was not recorded), or with a stack no category is read from (a trace's own).
     Unknown,
 }
 
@@ -37,6 +37,18 @@ impl Category {
         Category::Unknown,
     ];
 
+    /// The name the JSON and the Parquet tables give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Parameters => "parameters",
+            Category::Gradients => "gradients",
+            Category::OptimizerState => "optimizer_state",
+            Category::Activations => "activations",
+            Category::Other => "other",
+            Category::Unknown => "unknown",
+        }
+    }
+
     /// The words a text view uses.
     pub fn words(self) -> &'static str {
         match self {
@@ -45,7 +57,7 @@ impl Category {
             Category::OptimizerState => "optimizer state",
             Category::Activations => "activations",
             Category::Other => "other tensors",
-            Category::Unknown => "not known (no frames)",
+            Category::Unknown => "not known",
         }
     }
 }
@@ -60,6 +72,8 @@ pub struct TensorCategories {
     pub recorded: Map<(i32, u64), Category>,
     /// The walk that recorded them ran out of time: some are missing.
     pub recorded_partly: bool,
+    /// A snapshot fed the process: its tensors have categories, if only "not known".
+    pub from_snapshot: bool,
 }
 
 impl TensorCategories {
@@ -68,10 +82,7 @@ impl TensorCategories {
         self.by_stack.extend(other.by_stack);
         self.recorded.extend(other.recorded);
         self.recorded_partly |= other.recorded_partly;
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_stack.is_empty() && self.recorded.is_empty()
+        self.from_snapshot |= other.from_snapshot;
     }
 }
 

@@ -1,25 +1,30 @@
 //! A snapshot's tensor categories, inferred from the frames that allocated each tensor:
 //! the whole stack PyTorch recorded, torch's own Python and C++ frames among it (the
-//! views show only the user's). The first rule that any frame meets decides:
+//! views show only the user's). A tensor the backward pass allocated is a gradient, whatever
+//! else its stack holds (a compiled backward names its forward's source lines; a forward
+//! recomputed by activation checkpointing runs in backward); else the innermost frame that
+//! meets a rule decides (so a forward inside an optimizer's closure is activations):
 //!
-//! 1. optimizer state: a frame in `torch/optim/` (every `Optimizer.step` runs inside its
-//!    wrapper there, a custom optimizer's too);
-//! 2. gradients: the autograd engine's C++ frames (`torch::autograd::Engine`, a
-//!    `torch::autograd::generated::` backward function), or `backward` in
-//!    `torch/autograd/` or `torch/_tensor.py`;
-//! 3. parameters: `torch/nn/parameter.py`, a module's `__init__` in `torch/nn/modules/`,
-//!    or `_apply`, `to`, `cuda`, `load_state_dict`, `_load_from_state_dict` in
-//!    `torch/nn/modules/module.py`;
-//! 4. activations: `_call_impl` or `_wrapped_call_impl` in `torch/nn/modules/module.py`
-//!    (a module called), or a function named `forward`;
-//! 5. other tensors: any other tensor with frames (the program's own code: its inputs,
-//!    weights it builds without `torch.nn`, temporaries);
-//! 6. not known: no frames.
+//! - optimizer state: a frame in `torch/optim/` other than `lr_scheduler.py` and
+//!   `swa_utils.py` (every `Optimizer.step` runs inside its wrapper there, a custom
+//!   optimizer's too);
+//! - gradients: the autograd engine's C++ frames (`torch::autograd::Engine`, a
+//!   `torch::autograd::generated::` backward function), `backward` in `torch/autograd/`,
+//!   `torch/_tensor.py` or `torch/_functorch/`, or `grad` in `torch/autograd/__init__.py`;
+//! - parameters: `torch/nn/parameter.py`, a module's `__init__` in `torch/nn/`, any
+//!   `reset_parameters`, `_apply`, `to`, `cuda`, `load_state_dict` or
+//!   `_load_from_state_dict` in `torch/nn/modules/module.py`, `torch/serialization.py`
+//!   (`torch.load`), or FSDP (`torch/distributed/fsdp/`, `torch/distributed/_composable/`);
+//! - activations: `_call_impl` or `_wrapped_call_impl` in `torch/nn/modules/module.py`
+//!   (a module called), or a function named `forward`;
+//! - other tensors: no frame meets a rule (the program's own code: its inputs, weights it
+//!   builds in its own `__init__`, temporaries);
+//! - not known: no frames.
 //!
 //! An inference, said as one wherever shown: a temporary of the backward pass counts as
-//! a gradient, one of `step` as optimizer state, and a forward recomputed in backward
-//! (activation checkpointing) as gradients.
+//! a gradient, one of `step` as optimizer state.
 
+use super::frames::head;
 use super::model::Frame;
 use super::pickle::{Pickle, Value};
 use crate::model::{Category, TensorCategories};
@@ -29,17 +34,28 @@ pub fn infer(frames: &[Frame]) -> Category {
     if frames.is_empty() {
         return Category::Unknown;
     }
-    let any = |rule: fn(&str, &str) -> bool| frames.iter().any(|f| rule(&f.filename, &f.name));
-    if any(optimizer) {
-        Category::OptimizerState
-    } else if any(backward) {
-        Category::Gradients
-    } else if any(parameters) {
-        Category::Parameters
-    } else if any(forward) {
-        Category::Activations
+    if frames
+        .iter()
+        .any(|f| backward(head(&f.filename), head(&f.name)))
+    {
+        return Category::Gradients;
+    }
+    frames
+        .iter()
+        .find_map(|f| of_frame(head(&f.filename), head(&f.name)))
+        .unwrap_or(Category::Other)
+}
+
+/// The category one frame says, if it says one.
+fn of_frame(file: &str, name: &str) -> Option<Category> {
+    if optimizer(file) {
+        Some(Category::OptimizerState)
+    } else if parameters(file, name) {
+        Some(Category::Parameters)
+    } else if forward(file, name) {
+        Some(Category::Activations)
     } else {
-        Category::Other
+        None
     }
 }
 
@@ -78,20 +94,29 @@ fn storage(p: &Pickle, s: Value) -> Option<((i32, u64), Category)> {
     Some(((device, address), category))
 }
 
-fn optimizer(file: &str, _: &str) -> bool {
+fn optimizer(file: &str) -> bool {
     file.contains("/torch/optim/")
+        && !file.ends_with("/lr_scheduler.py")
+        && !file.ends_with("/swa_utils.py")
 }
 
 fn backward(file: &str, name: &str) -> bool {
     name.contains("torch::autograd::Engine")
         || name.contains("torch::autograd::generated::")
         || (name == "backward"
-            && (file.contains("/torch/autograd/") || file.ends_with("/torch/_tensor.py")))
+            && (file.contains("/torch/autograd/")
+                || file.ends_with("/torch/_tensor.py")
+                || file.contains("/torch/_functorch/")))
+        || (name == "grad" && file.ends_with("/torch/autograd/__init__.py"))
 }
 
 fn parameters(file: &str, name: &str) -> bool {
     file.ends_with("/torch/nn/parameter.py")
-        || (name == "__init__" && file.contains("/torch/nn/modules/"))
+        || file.ends_with("/torch/serialization.py")
+        || file.contains("/torch/distributed/fsdp/")
+        || file.contains("/torch/distributed/_composable/")
+        || (name == "__init__" && file.contains("/torch/nn/"))
+        || name == "reset_parameters"
         || (file.ends_with("/torch/nn/modules/module.py")
             && matches!(
                 name,
@@ -118,24 +143,35 @@ mod tests {
     }
 
     #[test]
-    fn the_first_rule_a_frame_meets_decides() {
-        let module = "/usr/lib/python3/site-packages/torch/nn/modules/module.py";
-        let step = f(
-            "/usr/lib/python3/site-packages/torch/optim/optimizer.py",
-            "wrapper",
-        );
+    fn the_backward_pass_then_the_innermost_frame_that_meets_a_rule_decides() {
+        let torch = "/usr/lib/python3/site-packages/torch";
+        let module = format!("{torch}/nn/modules/module.py");
+        let step = f(&format!("{torch}/optim/optimizer.py"), "wrapper");
+        let scheduler = f(&format!("{torch}/optim/lr_scheduler.py"), "step");
         let engine = f("", "torch::autograd::Engine::thread_main(...)");
-        let to = f(module, "_apply");
-        let forward = f(module, "_call_impl");
+        let to = f(&module, "_apply");
+        let forward = f(&module, "_call_impl");
         let user = f("/home/me/train.py", "main");
         assert_eq!(infer(&[]), Category::Unknown);
         assert_eq!(infer(std::slice::from_ref(&user)), Category::Other);
-        assert_eq!(
-            infer(&[forward.clone(), user.clone()]),
-            Category::Activations
-        );
+        assert_eq!(infer(&[scheduler, user.clone()]), Category::Other);
+        let called = [forward.clone(), user.clone()];
+        assert_eq!(infer(&called), Category::Activations);
         assert_eq!(infer(&[to.clone(), user.clone()]), Category::Parameters);
-        assert_eq!(infer(&[forward, engine.clone(), to]), Category::Gradients);
-        assert_eq!(infer(&[engine, step, user]), Category::OptimizerState);
+        // A forward inside an optimizer's closure (LBFGS) is activations; one run by the
+        // backward pass (compiled, or recomputed) is gradients.
+        let closure = [forward.clone(), step.clone(), user.clone()];
+        assert_eq!(infer(&closure), Category::Activations);
+        assert_eq!(infer(&[forward, engine.clone()]), Category::Gradients);
+        assert_eq!(infer(&[step.clone(), engine]), Category::Gradients);
+        assert_eq!(infer(&[step, to]), Category::OptimizerState);
+    }
+
+    #[test]
+    fn a_name_of_megabytes_is_read_at_its_head() {
+        let long = format!("{}/torch/optim/adam.py", "x".repeat(1 << 20));
+        assert_eq!(infer(&[f(&long, "step")]), Category::Other);
+        let name = format!("forward{}", "é".repeat(3000));
+        assert_eq!(head(&name).len(), 4095, "cut at a character's boundary");
     }
 }

@@ -251,6 +251,7 @@ impl SnapshotEvents {
     pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {
         let mut categories = std::mem::take(&mut self.recorded);
         categories.by_stack = std::mem::take(&mut self.stacks.categories);
+        categories.from_snapshot = true;
         (std::mem::take(&mut self.stacks.stacks), categories)
     }
 

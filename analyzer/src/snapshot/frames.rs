@@ -88,6 +88,42 @@ pub fn readable(frames: &[Frame], all: bool) -> Vec<Readable<'_>> {
     out
 }
 
+/// The most of a frame's file or function name that is read or kept: a crafted name of
+/// megabytes is neither scanned whole by each rule nor copied into every frame it names
+/// (no real path or function name is this long).
+pub fn head(s: &str) -> &str {
+    let mut end = s.len().min(4096);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// C++ frames of the stack's own capture and of the allocator: not who asked.
+const CAPTURE: &[&str] = &[
+    "torch::unwind::",
+    "torch::CapturedTraceback",
+    "c10::cuda::CUDACachingAllocator",
+    "c10::",
+];
+
+/// Frames shown from a stack where [`readable`] keeps none (no operator, no Python frame,
+/// as on the autograd engine's thread): its innermost few outside the capture and the
+/// allocator.
+pub fn fallback(frames: &[Frame]) -> Vec<Readable<'_>> {
+    frames
+        .iter()
+        .filter(|f| !CAPTURE.iter().any(|c| f.name.starts_with(c)))
+        .take(4)
+        .map(|f| Readable {
+            name: std::borrow::Cow::Borrowed(&*f.name),
+            filename: Some(&*f.filename),
+            line: f.line,
+            python: is_python(f),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

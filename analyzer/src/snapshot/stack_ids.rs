@@ -4,7 +4,7 @@
 //! ([`super::category`]): stacks that read alike but were allocated for different ends
 //! (the frames the views leave out differ) are different stacks.
 
-use super::frames::readable;
+use super::frames::{head, readable};
 use super::history::FrameReader;
 use super::model::Frame;
 use super::pickle::{Pickle, Value};
@@ -46,27 +46,25 @@ impl StackIds {
         let mut shown = readable(frames, self.all_frames);
         if shown.is_empty() {
             // No operator and no Python frame (the autograd engine's thread has none):
-            // the frames as they are, so that the stack and its category are kept.
-            shown = readable(frames, true);
+            // a few of its frames, so that the stack and its category are kept.
+            shown = super::frames::fallback(frames);
         }
-        // The outermost node is keyed by its category too, so a stack id has one; no
-        // node has an id this high.
+        // The outermost node is keyed by its category too, so a stack id has one (stacks
+        // that read alike but were allocated for different ends are apart; the views
+        // show them as one group); no node has an id this high.
         let root = u64::MAX - category as u64;
         let mut node = 0;
         for r in shown.iter().rev() {
-            let key = (
-                r.filename.unwrap_or("").to_string(),
-                r.line,
-                r.name.to_string(),
-            );
+            let (file, name) = (r.filename.map(head), head(&r.name));
+            let key = (file.unwrap_or("").to_string(), r.line, name.to_string());
             let next_ip = self.base + self.frames.len() as u64 + 1;
             let ip = *self.frames.entry(key).or_insert_with(|| {
                 self.stacks.add_frame(vramtrace_schema::Frame {
                     ip: next_ip,
                     module: if r.python { "python" } else { "operator" }.into(),
                     offset: 0,
-                    function: Some(r.name.to_string()),
-                    file: r.filename.map(str::to_string),
+                    function: Some(name.to_string()),
+                    file: file.map(str::to_string),
                     line: u32::try_from(r.line).ok(),
                     inlined: Vec::new(),
                 });

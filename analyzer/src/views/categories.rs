@@ -29,7 +29,7 @@ pub struct CategoryBytes {
 
 /// Whether `p`'s tensors have categories: a snapshot's, or a trace's joined by one.
 fn known(p: &ProcessModel) -> bool {
-    !p.categories.is_empty() || p.header.interposer == SNAPSHOT_INTERPOSER
+    p.categories.from_snapshot || p.header.interposer == SNAPSHOT_INTERPOSER
 }
 
 fn category_of(p: &ProcessModel, stack: u64) -> Category {
@@ -113,13 +113,22 @@ pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
     };
     let blocks = p.layers.blocks().filter(|(_, b)| b.dev == dev);
     Some(split_known_by(
-        blocks.map(|(addr, b)| {
-            let category = recorded.get(&(dev, addr)).copied();
-            let category = category.unwrap_or_else(|| category_of(p, b.key.stack));
-            (category, b.size, 1)
-        }),
+        blocks.map(|(addr, b)| (at_the_end(p, dev, addr, b.key.stack), b.size, 1)),
         known_by,
     ))
+}
+
+/// The category of the block at `addr` on `dev`, live at the end with stack `stack`:
+/// the PyTorch hook's record of it, else its stack's.
+fn at_the_end(p: &ProcessModel, dev: i32, addr: u64, stack: u64) -> Category {
+    let recorded = p.categories.recorded.get(&(dev, addr)).copied();
+    recorded.unwrap_or_else(|| category_of(p, stack))
+}
+
+/// The same for one block, or `None` where `p`'s categories are not known (a trace
+/// alone): the Parquet `tensors` table's `category`.
+pub fn of_block_at_end(p: &ProcessModel, dev: i32, addr: u64, stack: u64) -> Option<Category> {
+    known(p).then(|| at_the_end(p, dev, addr, stack))
 }
 
 /// The categories that hold bytes, largest first (equal ones in category order).

@@ -37,7 +37,34 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-fn sorted(mut groups: Vec<Group>) -> Vec<Group> {
+/// Largest first; a snapshot's groups that read alike (process, device, API and the
+/// frames shown) as one, named by the least stack id among them. A snapshot gives stacks
+/// that differ only in frames the views leave out (torch's own, which tell a tensor's
+/// category apart) ids of their own; a trace's stacks stay apart whatever they show.
+/// `categorized`: whether a group's stack is a snapshot's.
+fn sorted(groups: Vec<(Group, bool)>) -> Vec<Group> {
+    let mut at: std::collections::HashMap<_, usize> = Default::default();
+    let mut merged: Vec<Group> = Vec::with_capacity(groups.len());
+    for (g, categorized) in groups {
+        if !categorized || g.frames.is_empty() {
+            merged.push(g);
+            continue;
+        }
+        let key = (g.pid, g.device, g.api, g.frames.clone());
+        match at.get(&key) {
+            Some(&i) => {
+                let m = &mut merged[i];
+                m.bytes = m.bytes.saturating_add(g.bytes);
+                m.blocks = m.blocks.saturating_add(g.blocks);
+                m.stack = m.stack.min(g.stack);
+            }
+            None => {
+                at.insert(key, merged.len());
+                merged.push(g);
+            }
+        }
+    }
+    let mut groups = merged;
     groups.sort_by(|a, b| {
         b.bytes
             .cmp(&a.bytes)
@@ -53,14 +80,17 @@ pub fn of_process(model: &ProcessModel, map: &Map<GroupKey, GroupBytes>) -> Vec<
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
-            .map(|(k, g)| Group {
-                pid: None,
-                device: None,
-                api: k.api.name(),
-                stack: k.stack,
-                bytes: g.bytes,
-                blocks: g.blocks,
-                frames: stacks::shown(&model.stacks, k.stack),
+            .map(|(k, g)| {
+                let group = Group {
+                    pid: None,
+                    device: None,
+                    api: k.api.name(),
+                    stack: k.stack,
+                    bytes: g.bytes,
+                    blocks: g.blocks,
+                    frames: stacks::shown(&model.stacks, k.stack),
+                };
+                (group, model.categories.by_stack.contains_key(&k.stack))
             })
             .collect(),
     )
@@ -71,14 +101,18 @@ pub fn of_run(run: &Run, map: &Map<RunGroupKey, GroupBytes>, ordinal_of: &Ordina
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
-            .map(|((process, k), g)| Group {
-                pid: Some(run.processes[*process].header.pid),
-                device: ordinal_of.get(process).copied(),
-                api: k.api.name(),
-                stack: k.stack,
-                bytes: g.bytes,
-                blocks: g.blocks,
-                frames: stacks::shown(&run.processes[*process].stacks, k.stack),
+            .map(|((process, k), g)| {
+                let model = &run.processes[*process];
+                let group = Group {
+                    pid: Some(model.header.pid),
+                    device: ordinal_of.get(process).copied(),
+                    api: k.api.name(),
+                    stack: k.stack,
+                    bytes: g.bytes,
+                    blocks: g.blocks,
+                    frames: stacks::shown(&model.stacks, k.stack),
+                };
+                (group, model.categories.by_stack.contains_key(&k.stack))
             })
             .collect(),
     )

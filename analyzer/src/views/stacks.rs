@@ -9,7 +9,7 @@ use vramtrace_schema::{Call, StackTable};
 const INLINE_FRAMES: usize = 3;
 
 /// One frame as views show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct ShownFrame {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,

@@ -6,6 +6,7 @@
 use super::tables::{write, Columns};
 use super::Dataset;
 use crate::model::ProcessModel;
+use crate::views::categories::of_block_at_end;
 use crate::views::marks::Marks;
 
 /// Run time from a process's own clock (ns since its trace start).
@@ -84,6 +85,15 @@ pub fn write_held(
         .opt_u64s(
             "stack_id",
             tensors.iter().map(|(_, b)| stack_id(b.key.stack)).collect(),
+        )
+        .texts(
+            "category",
+            tensors
+                .iter()
+                .map(|(addr, b)| {
+                    of_block_at_end(model, b.dev, *addr, b.key.stack).map(|c| c.name().into())
+                })
+                .collect(),
         );
     write(dataset, "tensors", rank, name, cols, &mut rows)?;
 
