@@ -75,23 +75,31 @@ fn sorted(groups: Vec<(Group, bool)>) -> Vec<Group> {
     groups
 }
 
+/// The group of `model`'s key `k`, and whether its stack is a snapshot's.
+fn group(
+    model: &ProcessModel,
+    place: (Option<u32>, Option<i32>),
+    k: &GroupKey,
+    g: &GroupBytes,
+) -> (Group, bool) {
+    let group = Group {
+        pid: place.0,
+        device: place.1,
+        api: k.api.name(),
+        stack: k.stack,
+        bytes: g.bytes,
+        blocks: g.blocks,
+        frames: stacks::shown(&model.stacks, k.stack),
+    };
+    (group, model.categories.by_stack.contains_key(&k.stack))
+}
+
 /// One process's groups (no pid or device in them).
 pub fn of_process(model: &ProcessModel, map: &Map<GroupKey, GroupBytes>) -> Vec<Group> {
     sorted(
         map.iter()
             .filter(|(_, g)| g.blocks > 0)
-            .map(|(k, g)| {
-                let group = Group {
-                    pid: None,
-                    device: None,
-                    api: k.api.name(),
-                    stack: k.stack,
-                    bytes: g.bytes,
-                    blocks: g.blocks,
-                    frames: stacks::shown(&model.stacks, k.stack),
-                };
-                (group, model.categories.by_stack.contains_key(&k.stack))
-            })
+            .map(|(k, g)| group(model, (None, None), k, g))
             .collect(),
     )
 }
@@ -103,16 +111,8 @@ pub fn of_run(run: &Run, map: &Map<RunGroupKey, GroupBytes>, ordinal_of: &Ordina
             .filter(|(_, g)| g.blocks > 0)
             .map(|((process, k), g)| {
                 let model = &run.processes[*process];
-                let group = Group {
-                    pid: Some(model.header.pid),
-                    device: ordinal_of.get(process).copied(),
-                    api: k.api.name(),
-                    stack: k.stack,
-                    bytes: g.bytes,
-                    blocks: g.blocks,
-                    frames: stacks::shown(&model.stacks, k.stack),
-                };
-                (group, model.categories.by_stack.contains_key(&k.stack))
+                let place = (Some(model.header.pid), ordinal_of.get(process).copied());
+                group(model, place, k, g)
             })
             .collect(),
     )
