@@ -140,17 +140,26 @@ def _snapshot(device=None):
 
 /// A training step: a module of two parameters and a buffer, Adam over them, the
 /// forward's activation, gradients with no Python frame, then `step`, and a batch the
-/// program made itself.
+/// program made itself. An object whose `__class__` raises, and an optimizer made before
+/// the module that holds its buffer in its state (the buffer is still a parameter).
 const TRAIN: &str = r#"
 import torch
 M = 1 << 20
 torch.cuda.init()
+class Sly:
+    @property
+    def __class__(self):
+        raise RuntimeError("the hook read my __class__")
+sly = Sly()
+buffer = torch.empty(2 * M)
+early = torch.optim.Optimizer([])
+early.state["kept"] = {"buffer": buffer}
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.a, self.b = torch.nn.Parameter(4 * M), torch.nn.Parameter(2 * M)
         self._params = [self.a, self.b]
-        self._buffers = [torch.empty(2 * M)]
+        self._buffers = [buffer]
     def forward(self):
         return torch.empty(6 * M)
 net = Net()
@@ -245,4 +254,30 @@ fn the_hook_names_parameters_gradients_and_optimizer_state_by_their_storages() {
         text.contains("when the snapshot was taken were (recorded from the program's modules and optimizers, the rest inferred from frames): optimizer state 12.0 MiB, parameters 8.0 MiB, gradients 6.0 MiB, activations 6.0 MiB, other tensors 2.0 MiB"),
         "{text}"
     );
+}
+
+/// A storage the hook recorded at a block's address with other bytes than the block's was
+/// freed, and its address given to another tensor, between the snapshot and the walk:
+/// the block keeps the category its frames give.
+const STALE: &str = r#"
+user = [{"filename": "/home/me/train.py", "line": 3, "name": "main"}]
+segments, trace = one_segment_each([(2 * M, user), (4 * M, user)])
+rows = [[0, 1 << 32, 2 * M, "parameters"], [0, (1 << 32) + 64 * M, 8 * M, "gradients"]]
+snapshot = {"segments": segments, "device_traces": [trace],
+            "vramtrace_tensors": {"version": 1, "complete": True, "storages": rows}}
+pickle.dump(snapshot, open(sys.argv[1], "wb"))
+"#;
+
+#[test]
+fn a_recorded_storage_of_other_bytes_than_its_block_is_not_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stale.pickle");
+    common::write_snapshot(STALE, &path);
+    let (summary, _, _) = common::json_view(&["summary", "--json", path.to_str().unwrap()]);
+    let end = &summary["processes"][0]["devices"][0]["tensor_categories_at_end"];
+    let c = split(end);
+    let m = 1u64 << 20;
+    assert_eq!(c["parameters"], (2 * m, 1));
+    assert_eq!(c["other"], (4 * m, 1));
+    assert_eq!(c["gradients"], (0, 0));
 }

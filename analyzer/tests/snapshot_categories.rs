@@ -32,8 +32,6 @@ fn split(c: &Value) -> BTreeMap<String, (u64, u64)> {
 /// user's own code, a tensor alive before the history (no frames), then an
 /// out-of-memory entry. Every tensor has a segment of its own, so no size is rounded.
 const TRAINING_STEP: &str = r#"
-import pickle, sys
-M = 1 << 20
 torch = "/usr/lib/python3/site-packages/torch"
 user = [{"filename": "/home/me/train.py", "line": 40, "name": "main"}]
 to = [{"filename": torch + "/nn/modules/module.py", "line": 1, "name": "_apply"},
@@ -50,23 +48,11 @@ tensors += [("activations", s, forward) for s in [4 * M, 2 * M]]
 tensors += [("other", 2 * M, user)]
 tensors += [("gradients", s, engine) for s in params]
 tensors += [("optimizer_state", s, adam) for s in params for _ in range(2)]
-segments, trace, t = [], [], 1
-for i, (what, size, frames) in enumerate(tensors):
-    addr = (1 << 32) + i * 64 * M
-    block = {"address": addr, "size": size, "requested_size": size,
-             "state": "active_allocated", "frames": frames}
-    segments.append({"device": 0, "address": addr, "total_size": size,
-                     "allocated_size": size, "active_size": size, "requested_size": size,
-                     "stream": 0, "segment_type": "large", "blocks": [block]})
-    if what == "before":
-        continue
-    trace.append({"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,
-                  "time_us": t, "frames": frames})
-    trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0,
-                  "time_us": t + 1, "frames": frames})
-    t += 2
-trace.append({"action": "oom", "addr": 0, "size": 80 * M, "stream": 0, "time_us": t,
-              "device_free": 10 * M, "frames": forward})
+segments, trace = one_segment_each([(size, frames) for _, size, frames in tensors])
+# The first was alive before the history began: its entries are not in it.
+trace = trace[2:]
+trace.append({"action": "oom", "addr": 0, "size": 80 * M, "stream": 0,
+              "time_us": trace[-1]["time_us"] + 1, "device_free": 10 * M, "frames": forward})
 pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], "wb"))
 "#;
 
@@ -74,7 +60,7 @@ pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], 
 fn a_training_steps_tensors_are_split_by_what_they_were_for() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("step.pickle");
-    common::python3(&["-c", TRAINING_STEP, path.to_str().unwrap()]);
+    common::write_snapshot(TRAINING_STEP, &path);
     let m = 1u64 << 20;
     let want: BTreeMap<String, (u64, u64)> = [
         ("parameters", (8 * m, 3)),
@@ -252,25 +238,12 @@ fn real_snapshots_categories_are_their_frames_read_by_python() {
 /// step and one inside a module's `.to()`: torch's frames, which the views leave out, tell
 /// them apart.
 const ALIKE: &str = r#"
-import pickle, sys
-M = 1 << 20
 torch = "/usr/lib/python3/site-packages/torch"
 op = {"filename": "", "line": 0, "name": "at::_ops::zeros_like::call(at::Tensor const&)"}
 user = {"filename": "/home/me/train.py", "line": 12, "name": "<module>"}
 optim = [op, {"filename": torch + "/optim/adam.py", "line": 3, "name": "_init_group"}, user]
 to = [op, {"filename": torch + "/nn/modules/module.py", "line": 1, "name": "_apply"}, user]
-segments, trace = [], []
-for i, (size, frames) in enumerate([(8 * M, optim), (4 * M, to)]):
-    addr = (1 << 32) + i * 64 * M
-    segments.append({"device": 0, "address": addr, "total_size": size, "allocated_size": size,
-                     "active_size": size, "requested_size": size, "stream": 0,
-                     "segment_type": "large",
-                     "blocks": [{"address": addr, "size": size, "requested_size": size,
-                                 "state": "active_allocated", "frames": frames}]})
-    trace.append({"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,
-                  "time_us": 2 * i + 1, "frames": frames})
-    trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0,
-                  "time_us": 2 * i + 2, "frames": frames})
+segments, trace = one_segment_each([(8 * M, optim), (4 * M, to)])
 pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], "wb"))
 "#;
 
@@ -278,7 +251,7 @@ pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], 
 fn tensors_that_read_alike_are_one_group_of_two_categories() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("alike.pickle");
-    common::python3(&["-c", ALIKE, path.to_str().unwrap()]);
+    common::write_snapshot(ALIKE, &path);
     let file = path.to_str().unwrap();
     let m = 1u64 << 20;
     let (summary, _, _) = common::json_view(&["summary", "--json", file]);

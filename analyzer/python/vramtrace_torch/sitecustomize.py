@@ -16,7 +16,7 @@
 #       * records the torch version and allocator settings in torch-<host>-<pid>.json;
 #       * puts in each snapshot it writes which CUDA storages are parameters, buffers,
 #         gradients and optimizer state (key "vramtrace_tensors": the modules and
-#         optimizers the garbage collector knows, walked for at most 2 s).
+#         optimizers the garbage collector knows, walked for about 2 s at most).
 #   Files go beside the trace (the directory of VRAMTRACE_OUTPUT), named by host and pid as
 #   the traces are (a directory shared by several nodes holds the same pids many times),
 #   created new with mode 0600, never through a symlink or over an existing file: a name
@@ -178,61 +178,120 @@ def _vramtrace_torch_hook():
     def save_info():
         guarded("writing %s" % stem("torch", ".json"), write_info)
 
+    class _Stop(Exception):
+        """The walk of the program's objects ran out of time."""
+
     def storages(torch):
         # What the program's own objects say its CUDA storages are: [device, address,
         # bytes, category] of the parameters and buffers of every torch.nn.Module, their
-        # gradients, and the state of every torch.optim.Optimizer. A storage is named once,
-        # by the first of those that holds it.
+        # gradients, and the state of every torch.optim.Optimizer. A storage held in two
+        # roles is named by the first of: parameters, gradients, optimizer_state. The
+        # walk runs no code of the program's (types are read with type(), never
+        # isinstance, which reads __class__; a tensor's own attributes are the only code
+        # it calls), keeps the garbage collector off (it would run the program's __del__),
+        # stops after 2 s or at Ctrl-C (the snapshot is still written), and says
+        # "complete": false where it did not see everything.
         import gc
         import time
+        import warnings
 
         module = getattr(getattr(torch, "nn", None), "Module", None)
         optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
         tensor = getattr(torch, "Tensor", None)
-        kinds = tuple(k for k in (module, optimizer) if isinstance(k, type))
-        seen, out = set(), []
+        rank = {"parameters": 0, "gradients": 1, "optimizer_state": 2}
+        found = {}
+        walk = {"complete": True, "calls": 0}
+        deadline = time.monotonic() + 2.0
+        kind_of = {}
+
+        def kind(o):
+            t = type(o)
+            k = kind_of.get(t)
+            if k is None:
+                k = "module" if isinstance(module, type) and issubclass(t, module) else (
+                    "optimizer" if isinstance(optimizer, type) and issubclass(t, optimizer) else "")
+                kind_of[t] = k
+            return k
 
         def add(t, category):
+            walk["calls"] += 1
+            if walk["calls"] % 256 == 0 and time.monotonic() > deadline:
+                raise _Stop()
             try:
-                if tensor is None or not isinstance(t, tensor) or not t.is_cuda:
+                if t is None or tensor is None or not issubclass(type(t), tensor):
+                    return
+                if not t.is_cuda:
                     return
                 s = t.untyped_storage()
-                key = (t.device.index, s.data_ptr())
-                if key[1] and key not in seen:
-                    seen.add(key)
-                    out.append([key[0], key[1], s.nbytes(), category])
+                key = (int(t.device.index), int(s.data_ptr()))
+                if not key[1]:
+                    return
+                old = found.get(key)
+                if old is None or rank[category] < rank[old[1]]:
+                    found[key] = (int(s.nbytes()), category)
+            except _Stop:
+                raise
             except Exception:
-                pass
+                walk["complete"] = False
+
+        def each(items, fn):
+            # One item's failure loses that item only, and is said in "complete".
+            try:
+                items = list(items)
+            except _Stop:
+                raise
+            except Exception:
+                walk["complete"] = False
+                return
+            for item in items:
+                try:
+                    fn(item)
+                except _Stop:
+                    raise
+                except Exception:
+                    walk["complete"] = False
+
+        def of_parameter(p):
+            add(p, "parameters")
+            add(getattr(p, "grad", None), "gradients")
 
         def of_module(m):
-            for p in m.parameters(recurse=False):
-                add(p, "parameters")
-                add(p.grad, "gradients")
-            for b in m.buffers(recurse=False):
-                add(b, "parameters")
+            each(m.parameters(recurse=False), of_parameter)
+            each(m.buffers(recurse=False), lambda b: add(b, "parameters"))
+
+        def of_state(state):
+            each(state.values(), lambda v: add(v, "optimizer_state"))
 
         def of_optimizer(o):
             for group in o.param_groups:
-                for p in group.get("params", ()):
-                    add(p, "parameters")
-                    add(p.grad, "gradients")
-            for state in o.state.values():
-                for v in state.values():
-                    add(v, "optimizer_state")
+                each(group.get("params", ()), of_parameter)
+            each(o.state.values(), of_state)
 
-        deadline = time.monotonic() + 2.0
-        complete = True
-        if kinds:
-            for n, o in enumerate(gc.get_objects()):
-                if n % 4096 == 0 and time.monotonic() > deadline:
-                    complete = False
-                    break
-                if isinstance(o, kinds):
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            with warnings.catch_warnings():
+                # Reading .grad of a tensor that is not a leaf warns: not on the
+                # program's stderr.
+                warnings.simplefilter("ignore")
+                for n, o in enumerate(gc.get_objects() if module or optimizer else ()):
+                    if n % 4096 == 0 and time.monotonic() > deadline:
+                        raise _Stop()
                     try:
-                        (of_module if module and isinstance(o, module) else of_optimizer)(o)
+                        k = kind(o)
                     except Exception:
-                        pass
-        return {"version": 1, "complete": complete, "storages": out}
+                        continue
+                    if k:
+                        each([o], of_module if k == "module" else of_optimizer)
+        except _Stop:
+            walk["complete"] = False
+        except KeyboardInterrupt:
+            walk["complete"] = False
+        finally:
+            if was_on:
+                gc.enable()
+        rows = [[d, a, n, c] for (d, a), (n, c) in found.items()]
+        return {"version": 1, "complete": walk["complete"], "storages": rows}
 
     def dump(torch, kind, oom=None):
         # kind: "" at exit, "-oom[-N]" at an out-of-memory error (whose entry gets the name).

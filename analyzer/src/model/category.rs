@@ -67,10 +67,12 @@ impl Category {
 pub struct TensorCategories {
     /// By stack id: inferred from the frames (a snapshot's stacks).
     pub by_stack: Map<u64, Category>,
-    /// By a storage's device and address when a snapshot was written: recorded from the
-    /// program's own modules and optimizers (the PyTorch hook's `vramtrace_tensors`).
-    pub recorded: Map<(i32, u64), Category>,
-    /// The walk that recorded them ran out of time: some are missing.
+    /// By a storage's device and address when a snapshot was written, with its bytes:
+    /// recorded from the program's own modules and optimizers (the PyTorch hook's
+    /// `vramtrace_tensors`).
+    pub recorded: Map<(i32, u64), (Category, u64)>,
+    /// The walk that recorded them did not see them all (it stopped, or an object could
+    /// not be read): some are missing.
     pub recorded_partly: bool,
     /// A snapshot fed the process: its tensors have categories, if only "not known".
     pub from_snapshot: bool,

@@ -83,15 +83,16 @@ pub fn recorded(p: &Pickle, into: &mut TensorCategories) -> Option<String> {
     })
 }
 
-fn storage(p: &Pickle, s: Value) -> Option<((i32, u64), Category)> {
+fn storage(p: &Pickle, s: Value) -> Option<((i32, u64), (Category, u64))> {
     let fields = p.seq(s)?;
-    let [device, address, _, category] = fields else {
+    let [device, address, bytes, category] = fields else {
         return None;
     };
     let device = i32::try_from(p.int(*device)?).ok()?;
     let address = u64::try_from(p.int(*address)?).ok()?;
+    let bytes = u64::try_from(p.int(*bytes)?).ok()?;
     let category = Category::recorded(p.str(*category)?)?;
-    Some(((device, address), category))
+    Some(((device, address), (category, bytes)))
 }
 
 fn optimizer(file: &str) -> bool {

@@ -3,6 +3,7 @@
 //! category is its stack's ([`crate::model::Category`]); a snapshot's are inferred from
 //! the frames PyTorch recorded (`crate::snapshot::category`). A trace alone has none yet.
 
+use crate::model::layers::LiveBlock;
 use crate::model::{Category, GroupBytes, GroupKey, Map, ProcessModel};
 use crate::run::{Run, RunGroupKey};
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
@@ -14,7 +15,8 @@ pub struct Categories {
     /// tensor, by the rules in docs/json.md); `recorded` (the parameters, buffers,
     /// gradients and optimizer state that the program's modules and optimizers held
     /// when the PyTorch hook wrote its snapshot, the rest inferred); `recorded_in_part`
-    /// (so, but the hook's walk of them ran out of time).
+    /// (so, but the hook did not see them all: its walk stopped, or an object could not
+    /// be read).
     pub known_by: &'static str,
     /// Every category in order, those of no tensor too; they sum to the layer's figure.
     pub split: Vec<CategoryBytes>,
@@ -44,7 +46,7 @@ fn category_of(p: &ProcessModel, stack: u64) -> Category {
 pub fn how(c: &Categories) -> &'static str {
     match c.known_by {
         "recorded" => "recorded from the program's modules and optimizers, the rest inferred from frames",
-        "recorded_in_part" => "recorded from the program's modules and optimizers until the hook ran out of time, the rest inferred from frames",
+        "recorded_in_part" => "recorded in part from the program's modules and optimizers (the hook did not see them all), the rest inferred from frames",
         _ => "inferred from their frames",
     }
 }
@@ -113,22 +115,26 @@ pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
     };
     let blocks = p.layers.blocks().filter(|(_, b)| b.dev == dev);
     Some(split_known_by(
-        blocks.map(|(addr, b)| (at_the_end(p, dev, addr, b.key.stack), b.size, 1)),
+        blocks.map(|(addr, b)| (at_the_end(p, dev, addr, b), b.size, 1)),
         known_by,
     ))
 }
 
-/// The category of the block at `addr` on `dev`, live at the end with stack `stack`:
-/// the PyTorch hook's record of it, else its stack's.
-fn at_the_end(p: &ProcessModel, dev: i32, addr: u64, stack: u64) -> Category {
-    let recorded = p.categories.recorded.get(&(dev, addr)).copied();
-    recorded.unwrap_or_else(|| category_of(p, stack))
+/// The category of block `b` at `addr` on `dev`, live at the end: the PyTorch hook's
+/// record of a storage there of its requested bytes (a storage recorded there with other
+/// bytes was freed and its address given to another tensor between the snapshot and the
+/// hook's walk), else its stack's.
+fn at_the_end(p: &ProcessModel, dev: i32, addr: u64, b: &LiveBlock) -> Category {
+    match p.categories.recorded.get(&(dev, addr)) {
+        Some(&(category, bytes)) if bytes == b.requested => category,
+        _ => category_of(p, b.key.stack),
+    }
 }
 
 /// The same for one block, or `None` where `p`'s categories are not known (a trace
 /// alone): the Parquet `tensors` table's `category`.
-pub fn of_block_at_end(p: &ProcessModel, dev: i32, addr: u64, stack: u64) -> Option<Category> {
-    known(p).then(|| at_the_end(p, dev, addr, stack))
+pub fn of_block_at_end(p: &ProcessModel, addr: u64, b: &LiveBlock) -> Option<Category> {
+    known(p).then(|| at_the_end(p, b.dev, addr, b))
 }
 
 /// The categories that hold bytes, largest first (equal ones in category order).

@@ -348,3 +348,30 @@ print(json.dumps(result))
 pub fn fixtures() -> Option<PathBuf> {
     vramtrace_tests::fixtures::dir()
 }
+
+/// Python that a test's script starts with: `one_segment_each(tensors)` is the segments and
+/// history of a snapshot of `tensors` (`[(size, frames)]`, each held in a segment of its
+/// own 64 MiB apart from 2^32, allocated in order), so that no size is rounded.
+pub const ONE_SEGMENT_EACH: &str = r#"
+import pickle, sys
+M = 1 << 20
+def one_segment_each(tensors):
+    segments, trace = [], []
+    for i, (size, frames) in enumerate(tensors):
+        addr = (1 << 32) + i * 64 * M
+        block = {"address": addr, "size": size, "requested_size": size,
+                 "state": "active_allocated", "frames": frames}
+        segments.append({"device": 0, "address": addr, "total_size": size,
+                         "allocated_size": size, "active_size": size, "requested_size": size,
+                         "stream": 0, "segment_type": "large", "blocks": [block]})
+        for j, action in enumerate(["segment_alloc", "alloc"]):
+            trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                          "time_us": 2 * i + j + 1, "frames": frames})
+    return segments, trace
+"#;
+
+/// Runs `script` after [`ONE_SEGMENT_EACH`], with `path` as its argument.
+pub fn write_snapshot(script: &str, path: &Path) {
+    let script = format!("{ONE_SEGMENT_EACH}{script}");
+    python3(&["-c", &script, path.to_str().unwrap()]);
+}

@@ -90,9 +90,7 @@ pub fn write_held(
             "category",
             tensors
                 .iter()
-                .map(|(addr, b)| {
-                    of_block_at_end(model, b.dev, *addr, b.key.stack).map(|c| c.name().into())
-                })
+                .map(|(addr, b)| of_block_at_end(model, *addr, b).map(|c| c.name().into()))
                 .collect(),
         );
     write(dataset, "tensors", rank, name, cols, &mut rows)?;
