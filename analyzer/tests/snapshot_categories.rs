@@ -307,3 +307,49 @@ fn frames_with_names_of_a_quarter_mebibyte_stay_small() {
     let c = split(&summary["processes"][0]["devices"][0]["tensor_categories_at_end"]);
     assert_eq!(c["gradients"], (2 << 20, 1));
 }
+
+#[test]
+fn diff_compares_what_the_tensors_were_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.pickle"), dir.path().join("b.pickle"));
+    common::write_snapshot(TRAINING_STEP, &a);
+    common::write_snapshot(ALIKE, &b);
+    let m = 1i128 << 20;
+    // (category, A's bytes, B's bytes), from the two snapshots as the test wrote them.
+    let want = [
+        ("parameters", 8 * m, 4 * m),
+        ("gradients", 8 * m, 0),
+        ("optimizer_state", 16 * m, 8 * m),
+        ("activations", 6 * m, 0),
+        ("other", 2 * m, 0),
+        ("unknown", 2 * m, 0),
+    ];
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (diff, _, _) = common::json_view(&["diff", "--json", a, b]);
+    let got: Vec<(String, i128, i128, i128)> = diff["devices"][0]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let n = |k: &str| c[k].as_i64().unwrap() as i128;
+            let name = c["category"].as_str().unwrap().to_string();
+            (name, n("a_bytes"), n("b_bytes"), n("difference_bytes"))
+        })
+        .collect();
+    let want: Vec<(String, i128, i128, i128)> = want
+        .iter()
+        .map(|&(c, x, y)| (c.to_string(), x, y, y - x))
+        .collect();
+    assert_eq!(got, want);
+    let text = String::from_utf8(common::vramtrace_ok(&["diff", a, b]).stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("optimizer state"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        cells[2..],
+        ["16.0", "MiB", "8.0", "MiB", "-8.0", "MiB"],
+        "{text}"
+    );
+}

@@ -135,6 +135,26 @@ pub fn text(v: &DiffView, limit: usize) -> String {
             let diff = diff.map_or("-".to_string(), signed);
             let _ = writeln!(o, "  {name:<34}  {a:>12}  {b:>12}  {diff:>12}");
         }
+        let held = d
+            .categories
+            .iter()
+            .filter(|c| c.a_bytes > 0 || c.b_bytes > 0);
+        for (i, c) in held.enumerate() {
+            if i == 0 {
+                let _ = writeln!(
+                    o,
+                    "  the tensors at each peak, by what they were for (inferred from their frames):"
+                );
+            }
+            let _ = writeln!(
+                o,
+                "    {:<32}  {:>12}  {:>12}  {:>12}",
+                c.category.words(),
+                units::bytes(c.a_bytes),
+                units::bytes(c.b_bytes),
+                signed(c.difference_bytes)
+            );
+        }
         let changed: Vec<_> = d
             .groups
             .iter()

@@ -42,6 +42,18 @@ pub struct DeviceDiff {
     pub difference: Differences,
     /// Every group holding either run's peak (at `layer`), largest change first.
     pub groups: Vec<GroupDiff>,
+    /// What the tensors at each run's peak were for, category by category in their
+    /// order, where both runs' are known (docs/json.md, "Tensor categories"); empty
+    /// otherwise.
+    pub categories: Vec<CategoryDiff>,
+}
+
+#[derive(Serialize)]
+pub struct CategoryDiff {
+    pub category: crate::model::Category,
+    pub a_bytes: u64,
+    pub b_bytes: u64,
+    pub difference_bytes: i128,
 }
 
 #[derive(Serialize, Default)]
@@ -138,6 +150,7 @@ pub fn build_at(a: &Run, b: &Run, layer: Layer) -> DiffView {
             a: ga.figures,
             b: gb.figures,
             groups: group_diffs(&ga.groups, &gb.groups),
+            categories: category_diffs(ga.categories.as_ref(), gb.categories.as_ref()),
         });
     }
     let only = |x: &[GpuFigures], y: &[GpuFigures]| -> Vec<String> {
@@ -156,6 +169,26 @@ pub fn build_at(a: &Run, b: &Run, layer: Layer) -> DiffView {
         phases: Vec::new(),
         markers_not_kept: 0,
     }
+}
+
+/// Each category's bytes in A and B, where both are known.
+fn category_diffs(
+    a: Option<&super::categories::Categories>,
+    b: Option<&super::categories::Categories>,
+) -> Vec<CategoryDiff> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return Vec::new();
+    };
+    a.split
+        .iter()
+        .zip(&b.split)
+        .map(|(x, y)| CategoryDiff {
+            category: x.category,
+            a_bytes: x.bytes,
+            b_bytes: y.bytes,
+            difference_bytes: minus(y.bytes, x.bytes),
+        })
+        .collect()
 }
 
 fn minus(b: u64, a: u64) -> i128 {

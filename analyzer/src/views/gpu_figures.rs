@@ -36,6 +36,8 @@ pub struct GpuFigures {
     pub figures: Figures,
     /// The groups holding the peak of `layer`, largest first.
     pub groups: Vec<Group>,
+    /// What the tensors at the peak were for, at the allocated layer, where known.
+    pub categories: Option<super::categories::Categories>,
 }
 
 /// Each GPU of `run`, its groups at the peak of `layer`.
@@ -86,6 +88,7 @@ pub fn per_gpu(run: &Run, layer: Layer) -> Vec<GpuFigures> {
                     peak_bytes: p.map_or(0, |p| p.live_bytes),
                 },
                 groups: p.map(|p| p.groups.clone()).unwrap_or_default(),
+                categories: p.and_then(|p| p.categories.clone()),
             }
         })
         .collect()
