@@ -9,7 +9,8 @@
 #     allocator, expandable_segments:True and backend:cudaMallocAsync: vramtrace's reserved
 #     peak beside torch.cuda.max_memory_reserved(), the snapshot's allocated peak beside
 #     max_memory_allocated(), its NVML device figure beside nvidia-smi's, and what the
-#     startup hook wrote (warnings, files, the snapshot read back);
+#     startup hook wrote (warnings, files, the snapshot read back), and the exit snapshot's
+#     parameters, gradients and optimizer state beside the program's own count of them;
 #   - whatif: the default, max_split_size_mb:128 and expandable_segments:True runs'
 #     snapshots replayed under their own settings (each must match: for expandable
 #     segments the only check against PyTorch itself), and the default run replayed under
@@ -102,6 +103,21 @@ for conf in "" "expandable_segments:True" "backend:cudaMallocAsync" "max_split_s
     [ -e "$snap" ] || continue
     echo "  -- $(basename "$snap")"
     $VT snapshot "$snap" 2>&1 | head -n 12 | sed 's/^/    /'
+  done
+  # What the tensors were for at exit, by the hook's record, beside the program's own count.
+  for snap in "$dir"/torch-snapshot-*-"$pid".pickle; do
+    [ -e "$snap" ] || continue
+    $VT summary --json "$snap" > "$snap.summary.json" || continue
+    $PY - "$snap.summary.json" "$own" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))["processes"][0]["devices"][0]
+own = json.loads(sys.argv[2]).get("categories", {})
+c = d.get("tensor_categories_at_end") or {}
+got = {s["category"]: s["bytes"] for s in c.get("split", [])}
+print("  categories at exit (%s)" % c.get("known_by"))
+for k in ["parameters", "gradients", "optimizer_state"]:
+    print("  %-34s %16s %16s" % (k, own.get(k), got.get(k)))
+EOF
   done
   for info in "$dir"/torch-*-"$pid".json; do
     [ -e "$info" ] && sed 's/^/    /' "$info" | head -n 30

@@ -52,6 +52,23 @@ def nvidia_smi_used():
     return None  # in a container nvidia-smi shows host pids
 
 
+def storage_bytes(tensors):
+    # Each CUDA storage once: what the hook's record of the exit snapshot must give.
+    seen = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            s = t.untyped_storage()
+            seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
+
+
+parameters = list(model.parameters()) + list(model.buffers())
+categories = {
+    "parameters": storage_bytes(parameters),
+    "gradients": storage_bytes(p.grad for p in model.parameters() if p.grad is not None),
+    "optimizer_state": storage_bytes(v for s in optimizer.state.values() for v in s.values()),
+}
+
 print(json.dumps({
     "torch": torch.__version__,
     "backend": torch.cuda.get_allocator_backend(),
@@ -61,5 +78,6 @@ print(json.dumps({
     "memory_reserved_at_end": torch.cuda.memory_reserved(),
     "nvidia_smi_used_bytes": nvidia_smi_used(),
     "caught_ooms": caught,
+    "categories": categories,
     "pid": os.getpid(),
 }))
