@@ -168,9 +168,16 @@ pub fn text(s: &Summary) -> String {
                     peak != Some(categories::words(c))
                 })
             {
+                // The allocator's cache beside them: the reserved bytes then are the sum.
+                let cache = d
+                    .allocated_bytes_at_end
+                    .map(|a| d.reserved_bytes_at_end.saturating_sub(a))
+                    .filter(|&c| c > 0)
+                    .map(|c| format!("; the allocator's cache {}", units::bytes(c)))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     o,
-                    "    the tensors {} were ({}): {}",
+                    "    the tensors {} were ({}): {}{cache}",
                     Ending::of_process(p).when(),
                     categories::how(c),
                     categories::words(c)
