@@ -6,7 +6,6 @@
 
 mod common;
 
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -171,21 +170,6 @@ opt.step()
 batch = torch.empty(2 * M)
 "#;
 
-fn split(c: &Value) -> BTreeMap<String, (u64, u64)> {
-    c["split"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let name = s["category"].as_str().unwrap().to_string();
-            (
-                name,
-                (s["bytes"].as_u64().unwrap(), s["tensors"].as_u64().unwrap()),
-            )
-        })
-        .collect()
-}
-
 fn write_tree(root: &Path) {
     for (path, text) in STANDIN {
         let p = root.join("standin").join(path);
@@ -245,9 +229,9 @@ fn the_hook_names_parameters_gradients_and_optimizer_state_by_their_storages() {
     let device = &summary["processes"][0]["devices"][0];
     let end = &device["tensor_categories_at_end"];
     assert_eq!(end["known_by"], "recorded", "{stderr}");
-    assert_eq!(split(end), want);
+    assert_eq!(common::categories(end), want);
     // At the peak only the frames tell: the gradients have none.
-    let peak = split(&device["tensor_categories_at_peak"]);
+    let peak = common::categories(&device["tensor_categories_at_peak"]);
     assert_eq!(peak["unknown"], (6 * m, 2), "{peak:?}");
     let text = String::from_utf8(common::vramtrace_ok(&["summary", file]).stdout).unwrap();
     assert!(
@@ -275,7 +259,7 @@ fn a_recorded_storage_of_other_bytes_than_its_block_is_not_taken() {
     common::write_snapshot(STALE, &path);
     let (summary, _, _) = common::json_view(&["summary", "--json", path.to_str().unwrap()]);
     let end = &summary["processes"][0]["devices"][0]["tensor_categories_at_end"];
-    let c = split(end);
+    let c = common::categories(end);
     let m = 1u64 << 20;
     assert_eq!(c["parameters"], (2 * m, 1));
     assert_eq!(c["other"], (4 * m, 1));

@@ -12,18 +12,7 @@ use std::path::Path;
 /// Bytes and tensors per category, as the JSON has them.
 fn split(c: &Value) -> BTreeMap<String, (u64, u64)> {
     assert_eq!(c["known_by"], "inferred", "{c}");
-    c["split"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let name = s["category"].as_str().unwrap().to_string();
-            (
-                name,
-                (s["bytes"].as_u64().unwrap(), s["tensors"].as_u64().unwrap()),
-            )
-        })
-        .collect()
+    common::categories(c)
 }
 
 /// A training step's snapshot, written by Python's pickle: a model's three parameters

@@ -91,11 +91,12 @@ impl TensorCategories {
 impl Category {
     /// The category a snapshot's `vramtrace_tensors` names; `None` for any other name.
     pub fn recorded(name: &str) -> Option<Category> {
-        match name {
-            "parameters" => Some(Category::Parameters),
-            "gradients" => Some(Category::Gradients),
-            "optimizer_state" => Some(Category::OptimizerState),
-            _ => None,
-        }
+        [
+            Category::Parameters,
+            Category::Gradients,
+            Category::OptimizerState,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
     }
 }

@@ -375,3 +375,18 @@ pub fn write_snapshot(script: &str, path: &Path) {
     let script = format!("{ONE_SEGMENT_EACH}{script}");
     python3(&["-c", &script, path.to_str().unwrap()]);
 }
+
+/// A `Categories` JSON object (docs/json.md, "Tensor categories") as (bytes, tensors) by
+/// category name.
+pub fn categories(c: &Value) -> std::collections::BTreeMap<String, (u64, u64)> {
+    c["split"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no categories: {c}"))
+        .iter()
+        .map(|s| {
+            let name = s["category"].as_str().unwrap().to_string();
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (name, (n("bytes"), n("tensors")))
+        })
+        .collect()
+}
