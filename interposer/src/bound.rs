@@ -71,7 +71,7 @@ pub fn room() -> bool {
 fn wait_for_room(stuck_ns: u64) -> bool {
     // A thread that writes its own events (the process is ending, or there is no writer
     // thread) and the writer's own thread never wait for the writer.
-    if writer::sync_writes() || crate::thread::current_is_ours() {
+    if crate::lifecycle::sync_writes() || crate::thread::current_is_ours() {
         return true;
     }
     let mut seen = writer::progress();
@@ -79,7 +79,7 @@ fn wait_for_room(stuck_ns: u64) -> bool {
         LOST.fetch_add(1, Ordering::Relaxed);
         return false;
     }
-    writer::wake();
+    crate::lifecycle::writer_thread::wake();
     let mut since = clock::monotonic_ns();
     loop {
         std::thread::sleep(Duration::from_micros(200));
@@ -100,7 +100,7 @@ fn wait_for_room(stuck_ns: u64) -> bool {
 
 /// Whether the writer thread is running or waiting only for a CPU.
 fn writer_runnable() -> bool {
-    let tid = writer::thread_id();
+    let tid = crate::lifecycle::writer_thread::thread_id();
     if tid == 0 {
         return false;
     }

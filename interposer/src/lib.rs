@@ -10,20 +10,21 @@
 //!
 //! The hot path of a hook ([`hooks::call`]): a thread-local guard, the real call, a
 //! timestamp, a fixed-size record pushed into a sharded queue ([`queue`]). The
-//! [`writer`] thread formats and writes. Nothing here may panic across the C boundary or
+//! [`writer`] formats and writes, on its own thread ([`lifecycle::writer_thread`]) or, as
+//! the process ends, on the thread that ends it ([`lifecycle`]). Nothing here may panic across the C boundary or
 //! change what a call returns.
 
 pub mod annotate;
 pub mod bound;
 pub mod clock;
+pub mod dlclose;
 pub mod dlsym;
 pub mod dlvsym;
 pub mod elf_symbols;
-pub mod exec_list;
-pub mod exit;
 pub mod guard;
 pub mod hooks;
 pub mod last_thread;
+pub mod lifecycle;
 pub mod nvml;
 pub mod output;
 pub mod own_files;
@@ -37,18 +38,18 @@ pub mod symbols;
 pub mod thread;
 pub mod trace_fd;
 pub mod trace_file;
-pub mod unload;
 pub mod warn;
 pub mod writer;
 
-/// Runs when the library is loaded, before `main`: reads the settings once and installs
-/// the fork, exit and crash handlers. Nothing CUDA-related happens here.
+/// Runs when the library is loaded, before `main`: reads the settings once and starts
+/// the process's [`lifecycle`] (fork, exit and crash handlers). Nothing CUDA-related
+/// happens here.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn on_load() {
     let _ = std::panic::catch_unwind(|| {
         settings::init();
         clock::init();
-        exit::install();
+        lifecycle::start();
     });
 }
 
@@ -56,7 +57,7 @@ extern "C" fn on_load() {
 /// as the CUDA runtime), so frees made during their teardown are still recorded.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn on_unload() {
-    let _ = std::panic::catch_unwind(|| exit::finish("exit"));
+    let _ = std::panic::catch_unwind(|| lifecycle::finish("exit"));
 }
 
 #[cfg(not(test))]

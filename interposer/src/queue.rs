@@ -61,7 +61,7 @@ fn lock(shard: &'static Shard) -> MutexGuard<'static, Data> {
 }
 
 /// Queues `event` with its `stack`, taken with the module table of unload epoch `epoch`
-/// ([`crate::unload::unloads`]). At the queue's bound it may wait for the writer, or count
+/// ([`crate::dlclose::unloads`]). At the queue's bound it may wait for the writer, or count
 /// the call as not recorded ([`crate::bound`]).
 #[inline]
 pub fn push(tid: u32, event: Event, stack: &[u64], epoch: u64) {
@@ -76,7 +76,7 @@ pub fn push(tid: u32, event: Event, stack: &[u64], epoch: u64) {
     crate::bound::account(&mut d.accounted, bytes);
     drop(d);
     if full {
-        crate::writer::wake();
+        crate::lifecycle::writer_thread::wake();
     }
 }
 
@@ -135,7 +135,7 @@ pub fn try_drain(mut each: impl FnMut(&Event)) -> usize {
     n
 }
 
-/// Every shard, held across a fork by the forking thread ([`crate::writer::before_fork`]),
+/// Every shard, held across a fork by the forking thread ((`crate::lifecycle::fork`)),
 /// so that no thread is half-way through a push in the child.
 pub struct ForkHold(Vec<MutexGuard<'static, Data>>);
 

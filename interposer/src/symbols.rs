@@ -192,7 +192,7 @@ fn find_driver_behind_layer() {
     // SAFETY: valid handle and name; glibc's own lookup, not another layer's.
     let p = unsafe { crate::dlsym::real_dlsym(handle, c"cuGetProcAddress".as_ptr()) } as usize;
     // SAFETY: balances the reference dlopen took.
-    unsafe { crate::unload::real_dlclose(handle) };
+    unsafe { crate::dlclose::real_dlclose(handle) };
     if locate(p).is_some_and(|l| l.is_from(Lib::Driver)) {
         DRIVER_SEEN.store(p, Ordering::Release);
     }

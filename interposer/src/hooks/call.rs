@@ -4,7 +4,7 @@ use super::device;
 use crate::guard::Depth;
 use crate::stack::capture::capture;
 use crate::stack::{Registers, MAX_DEPTH};
-use crate::{clock, queue, settings, writer};
+use crate::{clock, lifecycle, queue, settings, writer};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use vramtrace_schema::{Api, Event, Op};
 
@@ -70,10 +70,10 @@ fn submit(tid: u32, event: Event, at: Registers) {
     if takes_memory && event.res != 0 && !event.api.is_vramtrace() {
         probe_after_failure(tid, &event);
     }
-    writer::ensure_thread();
+    lifecycle::writer_thread::ensure_thread();
     // A failed allocation is usually followed by a crash: it reaches the file before the
     // program sees the error.
-    if (takes_memory && event.res != 0) || writer::sync_writes() {
+    if (takes_memory && event.res != 0) || lifecycle::sync_writes() {
         writer::flush();
     }
 }

@@ -65,7 +65,7 @@ impl DriverFn {
         // SAFETY: valid handle and name.
         let p = unsafe { crate::dlsym::real_dlsym(handle, name.as_ptr()) } as usize;
         // SAFETY: balances the reference dlopen took.
-        unsafe { crate::unload::real_dlclose(handle) };
+        unsafe { crate::dlclose::real_dlclose(handle) };
         p
     }
 }

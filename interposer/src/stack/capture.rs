@@ -44,7 +44,7 @@ thread_local! {
 /// lock, and a thread inside dlopen (a library constructor allocating) may be waiting on
 /// ours.
 fn build() -> Option<(u64, State)> {
-    let token = crate::unload::quiet()?;
+    let token = crate::dlclose::quiet()?;
     Some((token, scan()))
 }
 
@@ -189,13 +189,13 @@ fn capture_with(out: &mut [u64], lo: u64, hi: u64, at: Registers) -> (usize, u64
     }
     // Checked with the lock held: a `dlclose` that began has dropped the table (or waits
     // for this walk to end before its library goes), and while it runs nothing is walked.
-    if crate::unload::quiet().is_none() {
+    if crate::dlclose::quiet().is_none() {
         return (0, 0);
     }
     let Some(state) = guard.as_ref() else {
         return (0, 0);
     };
-    let epoch = crate::unload::unloads();
+    let epoch = crate::dlclose::unloads();
     let mut walk_with = |memo: &mut Memo| {
         let mut read = |addr: u64| {
             if addr < lo || addr.saturating_add(8) > hi || !addr.is_multiple_of(8) {
@@ -247,7 +247,7 @@ fn rescan() {
 fn keep(built: (u64, State), wanted: impl FnOnce(&Option<State>) -> bool) {
     let (token, state) = built;
     let mut w = STATE.write().unwrap_or_else(|e| e.into_inner());
-    if wanted(&w) && crate::unload::still_quiet(token) {
+    if wanted(&w) && crate::dlclose::still_quiet(token) {
         *w = Some(state);
         LAST_SCAN_NS.store(crate::clock::monotonic_ns(), Ordering::Relaxed);
     }

@@ -44,7 +44,7 @@ pub struct Symbolizer {
 
 impl Symbolizer {
     fn module(&mut self, ip: u64) -> Option<&Known> {
-        let unloads = crate::unload::unloads();
+        let unloads = crate::dlclose::unloads();
         if unloads != self.unloads || !self.modules.iter().any(|m| m.range.contains(&ip)) {
             self.unloads = unloads;
             self.modules = loaded_files();

@@ -1,25 +1,17 @@
 //! Every way a process ends or replaces itself, so that no recorded event is lost:
-//! return from `main`/`exit` (the library destructor), `_exit`, `exec*`, fatal signals,
-//! and `fork` (the child gets a trace of its own).
+//! `_exit`, `_Exit`, `quick_exit`, `exec*` and fatal signals. (Return from `main` and
+//! `exit` reach the library's destructor, which calls [`super::finish`].)
 #![allow(non_snake_case)]
 // Each exported function's safety contract is that of the C function it stands in for.
 #![allow(clippy::missing_safety_doc)]
 
-use crate::{clock, guard, settings, warn, writer};
+use super::{finish, finish_within, resume};
+use crate::writer;
 use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
-/// Registers the fork handlers and, for crash signals nobody handles, a last flush.
-pub fn install() {
-    writer::own();
-    // SAFETY: plain function pointers with the expected signatures.
-    unsafe {
-        libc::pthread_atfork(
-            Some(before_fork),
-            Some(after_fork_parent),
-            Some(after_fork_child),
-        );
-    }
+/// For crash signals nobody handles, a last flush.
+pub(super) fn install_crash_handlers() {
     for sig in [
         libc::SIGSEGV,
         libc::SIGBUS,
@@ -52,34 +44,10 @@ fn install_crash_handler(sig: c_int) {
 }
 
 extern "C" fn on_crash(sig: c_int) {
-    writer::flush_from_signal(sig);
+    writer::flush_from_signal(sig, super::writer_thread::started());
     // SA_RESETHAND restored the default action: die of the same signal, as without us.
     // SAFETY: raise is async-signal-safe.
     unsafe { libc::raise(sig) };
-}
-
-/// The end of the process image: everything queued is written, then the end record.
-pub fn finish(reason: &str) {
-    writer::finish(reason);
-}
-
-extern "C" fn before_fork() {
-    writer::before_fork();
-}
-
-extern "C" fn after_fork_parent() {
-    writer::after_fork_parent();
-}
-
-extern "C" fn after_fork_child() {
-    clock::init();
-    guard::reset_tid();
-    warn::reset();
-    writer::after_fork_child();
-    crate::nvml::after_fork_child();
-    if !settings::get().children {
-        settings::stop_recording();
-    }
 }
 
 fn next(name: &std::ffi::CStr) -> usize {
@@ -96,7 +64,7 @@ const STALLED: Duration = Duration::from_secs(5);
 const AT_MOST: Duration = Duration::from_secs(30);
 
 fn before_immediate_exit() {
-    let _ = std::panic::catch_unwind(|| writer::finish_within("_exit", STALLED, AT_MOST));
+    let _ = std::panic::catch_unwind(|| finish_within("_exit", STALLED, AT_MOST));
 }
 
 /// Writes, then ends the process by the real `name`.
@@ -132,7 +100,7 @@ fn before_exec() {
 /// The exec returned, so it failed: the writer thread writes again. `r` (and errno) are
 /// the call's own.
 fn after_failed_exec(r: c_int) -> c_int {
-    writer::resume();
+    resume();
     r
 }
 

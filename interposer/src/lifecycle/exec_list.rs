@@ -1,8 +1,8 @@
 //! `execl`, `execlp` and `execle`: glibc builds the argument array and calls its own
 //! `execve`/`execvpe` inside libc, which no preloaded library sees, so the events since
 //! the last flush were lost and the image ended without an end record. These stand-ins
-//! build the array the same way and call vramtrace's [`execve`](crate::exit::execve) and
-//! [`execvp`](crate::exit::execvp), which write first.
+//! build the array the same way and call vramtrace's [`execve`](super::ends::execve) and
+//! [`execvp`](super::ends::execvp), which write first.
 //!
 //! Stable Rust cannot define a C variadic function, so each is a small naked trampoline
 //! (x86-64 System V): it stores the six argument registers in its frame and passes
@@ -86,7 +86,7 @@ unsafe fn to_execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    crate::exit::execve(path, argv, envp)
+    super::ends::execve(path, argv, envp)
 }
 
 unsafe fn to_execvp(
@@ -94,7 +94,7 @@ unsafe fn to_execvp(
     argv: *const *const c_char,
     _: *const *const c_char,
 ) -> c_int {
-    crate::exit::execvp(file, argv)
+    super::ends::execvp(file, argv)
 }
 
 unsafe extern "C" fn execl_args(registers: *const usize, stack: *const usize) -> c_int {
