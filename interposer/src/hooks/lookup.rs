@@ -39,9 +39,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     cuda_version: c_int,
     flags: u64,
 ) -> c_int {
-    let Some(real) =
-        real!(cuGetProcAddress: fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int)
-    else {
+    let Some(real) = real!(cuGetProcAddress(_, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let r = real(symbol, pfn, cuda_version, flags);
@@ -57,8 +55,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     symbol_status: *mut c_int,
 ) -> c_int {
-    let Some(real) = real!(cuGetProcAddress_v2: fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int)
-    else {
+    let Some(real) = real!(cuGetProcAddress_v2(_, _, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let r = real(symbol, pfn, cuda_version, flags, symbol_status);

@@ -9,7 +9,7 @@ use vramtrace_schema::Api;
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAlloc_v2: fn(*mut CUdeviceptr, usize) -> c_int) else {
+    let Some(real) = real!(cuMemAlloc_v2(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -29,9 +29,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     height: usize,
     element_size: c_uint,
 ) -> c_int {
-    let Some(real) =
-        real!(cuMemAllocPitch_v2: fn(*mut CUdeviceptr, *mut usize, usize, usize, c_uint) -> c_int)
-    else {
+    let Some(real) = real!(cuMemAllocPitch_v2(_, _, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -51,7 +49,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int {
-    let Some(real) = real!(cuMemFree_v2: fn(CUdeviceptr) -> c_int) else {
+    let Some(real) = real!(cuMemFree_v2(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -66,7 +64,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     size: usize,
     flags: c_uint,
 ) -> c_int {
-    let Some(real) = real!(cuMemAllocManaged: fn(*mut CUdeviceptr, usize, c_uint) -> c_int) else {
+    let Some(real) = real!(cuMemAllocManaged(_, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -80,7 +78,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> c_int {
-    let Some(real) = real!(cuMemGetInfo_v2: fn(*mut usize, *mut usize) -> c_int) else {
+    let Some(real) = real!(cuMemGetInfo_v2(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -96,7 +94,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cuMemHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
+    let Some(real) = real!(cuMemHostAlloc(_, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -110,7 +108,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAllocHost_v2: fn(*mut *mut c_void, usize) -> c_int) else {
+    let Some(real) = real!(cuMemAllocHost_v2(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -124,7 +122,7 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
-    let Some(real) = real!(cuMemFreeHost: fn(*mut c_void) -> c_int) else {
+    let Some(real) = real!(cuMemFreeHost(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -135,7 +133,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cuMemHostRegister_v2: fn(*mut c_void, usize, c_uint) -> c_int) else {
+    let Some(real) = real!(cuMemHostRegister_v2(_, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -149,7 +147,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> c_int {
-    let Some(real) = real!(cuMemHostUnregister: fn(*mut c_void) -> c_int) else {
+    let Some(real) = real!(cuMemHostUnregister(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -193,9 +191,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     array: *mut CUarray,
     desc: *const CUDA_ARRAY_DESCRIPTOR,
 ) -> c_int {
-    let Some(real) =
-        real!(cuArrayCreate_v2: fn(*mut CUarray, *const CUDA_ARRAY_DESCRIPTOR) -> c_int)
-    else {
+    let Some(real) = real!(cuArrayCreate_v2(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -220,9 +216,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
     array: *mut CUarray,
     desc: *const CUDA_ARRAY3D_DESCRIPTOR,
 ) -> c_int {
-    let Some(real) =
-        real!(cuArray3DCreate_v2: fn(*mut CUarray, *const CUDA_ARRAY3D_DESCRIPTOR) -> c_int)
-    else {
+    let Some(real) = real!(cuArray3DCreate_v2(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -244,7 +238,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuArrayDestroy(array: CUarray) -> c_int {
-    let Some(real) = real!(cuArrayDestroy: fn(CUarray) -> c_int) else {
+    let Some(real) = real!(cuArrayDestroy(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());

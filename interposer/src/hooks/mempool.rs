@@ -92,8 +92,7 @@ macro_rules! get_pool {
             loc: *mut MemLocation,
             allocation_type: c_uint,
         ) -> c_int {
-            let Some(real) = real!($name: fn(*mut *mut c_void, *mut MemLocation, c_uint) -> c_int)
-            else {
+            let Some(real) = real!($name(_, _, _)) else {
                 return $missing;
             };
             let call = Call::enter(here!());

@@ -2,7 +2,8 @@
 //!
 //! Every wrapper has the exact signature of one exported CUDA symbol and follows one
 //! shape: find the real function, enter the guard, make the real call, record, return the
-//! real result unchanged. Results are kept as raw integers (not cudarc's `CUresult`
+//! real result unchanged (adding one: docs/architecture.md, "Adding a hooked CUDA
+//! function"). Results are kept as raw integers (not cudarc's `CUresult`
 //! enum): a code a newer driver adds must pass through, not become undefined behaviour.
 
 // Each exported function's safety contract is that of the C function it stands in for.
@@ -37,20 +38,35 @@ pub const CUDA_ERROR_INITIALIZATION: i32 = 3;
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
 
-/// The real function of a slot as a typed pointer, or `None`.
+/// The real function behind the wrapper named `$slot`, typed as that wrapper is, or
+/// `None`: `real!(cuMemAlloc_v2(_, _))`. The C signature is written once, on the
+/// wrapper; the underscores only give its arity, and the compiler takes the rest from it.
 macro_rules! real {
-    ($slot:ident: fn($($t:ty),* $(,)?) -> $r:ty) => {{
+    ($slot:ident($($arg:tt),* $(,)?)) => {{
         let p = $crate::symbols::real($crate::symbols::Slot::$slot);
-        if p == 0 {
-            None
-        } else {
-            // SAFETY: the slot holds the address of exactly this symbol (checked by name
-            // when it was adopted), whose C signature this is.
-            Some(unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($t),*) -> $r>(p) })
-        }
+        let wrapper = $slot as unsafe extern "C" fn($($arg),*) -> _;
+        // SAFETY: the slot holds 0 or the address of exactly this symbol (checked by
+        // name when it was adopted), whose C signature is the wrapper's.
+        unsafe { $crate::hooks::typed_like(wrapper, p) }
     }};
 }
 pub(crate) use real;
+
+/// `p` as a function pointer of `like`'s type, or `None` where it is 0.
+///
+/// # Safety
+/// `F` is a function pointer type, and `p` is 0 or the address of a function of that
+/// type.
+#[inline(always)]
+pub unsafe fn typed_like<F: Copy>(like: F, p: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>()) };
+    let _ = like;
+    if p == 0 {
+        None
+    } else {
+        Some(std::mem::transmute_copy::<usize, F>(&p))
+    }
+}
 
 /// Reads an out-parameter the real call filled, only when the call succeeded (on
 /// failure it may be uninitialised).

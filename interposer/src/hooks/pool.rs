@@ -12,8 +12,12 @@ use vramtrace_schema::Api;
 macro_rules! alloc_async {
     ($name:ident, $api:ident) => {
         #[cfg_attr(not(test), no_mangle)]
-        pub unsafe extern "C" fn $name(dptr: *mut CUdeviceptr, size: usize, stream: CUstream) -> c_int {
-            let Some(real) = real!($name: fn(*mut CUdeviceptr, usize, CUstream) -> c_int) else {
+        pub unsafe extern "C" fn $name(
+            dptr: *mut CUdeviceptr,
+            size: usize,
+            stream: CUstream,
+        ) -> c_int {
+            let Some(real) = real!($name(_, _, _)) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
             let call = Call::enter(here!());
@@ -37,8 +41,7 @@ macro_rules! alloc_from_pool {
             pool: CUmemoryPool,
             stream: CUstream,
         ) -> c_int {
-            let Some(real) = real!($name: fn(*mut CUdeviceptr, usize, CUmemoryPool, CUstream) -> c_int)
-            else {
+            let Some(real) = real!($name(_, _, _, _)) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
             let call = Call::enter(here!());
@@ -59,7 +62,7 @@ macro_rules! free_async {
     ($name:ident, $api:ident) => {
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name(dptr: CUdeviceptr, stream: CUstream) -> c_int {
-            let Some(real) = real!($name: fn(CUdeviceptr, CUstream) -> c_int) else {
+            let Some(real) = real!($name(_, _)) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
             let call = Call::enter(here!());
@@ -85,8 +88,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
     pool: *mut CUmemoryPool,
     props: *const CUmemPoolProps,
 ) -> c_int {
-    let Some(real) = real!(cuMemPoolCreate: fn(*mut CUmemoryPool, *const CUmemPoolProps) -> c_int)
-    else {
+    let Some(real) = real!(cuMemPoolCreate(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -110,7 +112,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
-    let Some(real) = real!(cuMemPoolDestroy: fn(CUmemoryPool) -> c_int) else {
+    let Some(real) = real!(cuMemPoolDestroy(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -121,7 +123,7 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: usize) -> c_int {
-    let Some(real) = real!(cuMemPoolTrimTo: fn(CUmemoryPool, usize) -> c_int) else {
+    let Some(real) = real!(cuMemPoolTrimTo(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());

@@ -13,7 +13,7 @@ type Handle = *mut c_void;
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cudaMalloc: fn(*mut *mut c_void, usize) -> c_int) else {
+    let Some(real) = real!(cudaMalloc(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -32,9 +32,7 @@ pub unsafe extern "C" fn cudaMallocPitch(
     width: usize,
     height: usize,
 ) -> c_int {
-    let Some(real) =
-        real!(cudaMallocPitch: fn(*mut *mut c_void, *mut usize, usize, usize) -> c_int)
-    else {
+    let Some(real) = real!(cudaMallocPitch(_, _, _, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -52,7 +50,7 @@ pub unsafe extern "C" fn cudaMallocPitch(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
-    let Some(real) = real!(cudaFree: fn(*mut c_void) -> c_int) else {
+    let Some(real) = real!(cudaFree(_)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -67,7 +65,7 @@ pub unsafe extern "C" fn cudaMallocManaged(
     size: usize,
     flags: c_uint,
 ) -> c_int {
-    let Some(real) = real!(cudaMallocManaged: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
+    let Some(real) = real!(cudaMallocManaged(_, _, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -85,7 +83,7 @@ pub unsafe extern "C" fn cudaMallocAsync(
     size: usize,
     stream: Handle,
 ) -> c_int {
-    let Some(real) = real!(cudaMallocAsync: fn(*mut *mut c_void, usize, Handle) -> c_int) else {
+    let Some(real) = real!(cudaMallocAsync(_, _, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -105,9 +103,7 @@ pub unsafe extern "C" fn cudaMallocFromPoolAsync(
     pool: Handle,
     stream: Handle,
 ) -> c_int {
-    let Some(real) =
-        real!(cudaMallocFromPoolAsync: fn(*mut *mut c_void, usize, Handle, Handle) -> c_int)
-    else {
+    let Some(real) = real!(cudaMallocFromPoolAsync(_, _, _, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -124,7 +120,7 @@ pub unsafe extern "C" fn cudaMallocFromPoolAsync(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> c_int {
-    let Some(real) = real!(cudaFreeAsync: fn(*mut c_void, Handle) -> c_int) else {
+    let Some(real) = real!(cudaFreeAsync(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -138,7 +134,7 @@ pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> 
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_void) -> c_int {
-    let Some(real) = real!(cudaMemPoolCreate: fn(*mut Handle, *const c_void) -> c_int) else {
+    let Some(real) = real!(cudaMemPoolCreate(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -162,7 +158,7 @@ pub unsafe extern "C" fn cudaMemPoolCreate(pool: *mut Handle, props: *const c_vo
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
-    let Some(real) = real!(cudaMemPoolDestroy: fn(Handle) -> c_int) else {
+    let Some(real) = real!(cudaMemPoolDestroy(_)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -173,7 +169,7 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usize) -> c_int {
-    let Some(real) = real!(cudaMemPoolTrimTo: fn(Handle, usize) -> c_int) else {
+    let Some(real) = real!(cudaMemPoolTrimTo(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -187,7 +183,7 @@ pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usiz
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cudaMallocHost: fn(*mut *mut c_void, usize) -> c_int) else {
+    let Some(real) = real!(cudaMallocHost(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -201,7 +197,7 @@ pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cudaHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> c_int) else {
+    let Some(real) = real!(cudaHostAlloc(_, _, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -215,7 +211,7 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
-    let Some(real) = real!(cudaFreeHost: fn(*mut c_void) -> c_int) else {
+    let Some(real) = real!(cudaFreeHost(_)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -226,7 +222,7 @@ pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
-    let Some(real) = real!(cudaMemGetInfo: fn(*mut usize, *mut usize) -> c_int) else {
+    let Some(real) = real!(cudaMemGetInfo(_, _)) else {
         return CUDA_ERROR_INITIALIZATION;
     };
     let call = Call::enter(here!());
@@ -250,7 +246,7 @@ macro_rules! entry_point {
             flags: c_ulonglong,
             status: *mut c_int,
         ) -> c_int {
-            let Some(real) = real!($name: fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int) else {
+            let Some(real) = real!($name(_, _, _, _)) else {
                 return CUDA_ERROR_INITIALIZATION;
             };
             let r = real(symbol, func_ptr, flags, status);
@@ -272,9 +268,7 @@ macro_rules! entry_point_by_version {
             flags: c_ulonglong,
             status: *mut c_int,
         ) -> c_int {
-            let Some(real) =
-                real!($name: fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int)
-            else {
+            let Some(real) = real!($name(_, _, _, _, _)) else {
                 return CUDA_ERROR_INITIALIZATION;
             };
             let r = real(symbol, func_ptr, cuda_version, flags, status);

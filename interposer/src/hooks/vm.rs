@@ -21,8 +21,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     addr: CUdeviceptr,
     flags: c_ulonglong,
 ) -> c_int {
-    let Some(real) = real!(cuMemAddressReserve: fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong) -> c_int)
-    else {
+    let Some(real) = real!(cuMemAddressReserve(_, _, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -36,7 +35,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAddressFree: fn(CUdeviceptr, usize) -> c_int) else {
+    let Some(real) = real!(cuMemAddressFree(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -55,8 +54,7 @@ pub unsafe extern "C" fn cuMemCreate(
     prop: *const CUmemAllocationProp,
     flags: c_ulonglong,
 ) -> c_int {
-    let Some(real) = real!(cuMemCreate: fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, c_ulonglong) -> c_int)
-    else {
+    let Some(real) = real!(cuMemCreate(_, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -85,7 +83,7 @@ pub unsafe extern "C" fn cuMemCreate(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c_int {
-    let Some(real) = real!(cuMemRelease: fn(CUmemGenericAllocationHandle) -> c_int) else {
+    let Some(real) = real!(cuMemRelease(_)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -102,8 +100,7 @@ pub unsafe extern "C" fn cuMemMap(
     handle: CUmemGenericAllocationHandle,
     flags: c_ulonglong,
 ) -> c_int {
-    let Some(real) = real!(cuMemMap: fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, c_ulonglong) -> c_int)
-    else {
+    let Some(real) = real!(cuMemMap(_, _, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -119,7 +116,7 @@ pub unsafe extern "C" fn cuMemMap(
 
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemUnmap: fn(CUdeviceptr, usize) -> c_int) else {
+    let Some(real) = real!(cuMemUnmap(_, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
@@ -138,9 +135,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
     desc: *const CUmemAccessDesc,
     count: usize,
 ) -> c_int {
-    let Some(real) =
-        real!(cuMemSetAccess: fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize) -> c_int)
-    else {
+    let Some(real) = real!(cuMemSetAccess(_, _, _, _)) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
     let call = Call::enter(here!());
