@@ -27,6 +27,16 @@ pub struct Frame {
     pub inlined: Vec<Inlined>,
 }
 
+impl Frame {
+    /// The record and its newline.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"frame\":");
+        // Numbers, strings and lists of them: serde_json cannot fail on these.
+        let _ = serde_json::to_writer(&mut *out, self);
+        out.extend_from_slice(b"}\n");
+    }
+}
+
 /// A function inlined at a frame's address, and the line it was at.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inlined {
@@ -56,6 +66,19 @@ pub struct Node {
     pub id: u64,
     pub parent: u64,
     pub ip: u64,
+}
+
+impl Node {
+    /// The record and its newline, formatted by hand: a first write names every stack.
+    pub fn write_json<O: crate::JsonOut>(&self, out: &mut O) {
+        out.raw("{\"node\":{\"id\":");
+        out.u64(self.id);
+        out.raw(",\"parent\":");
+        out.u64(self.parent);
+        out.raw(",\"ip\":");
+        out.u64(self.ip);
+        out.raw("}}\n");
+    }
 }
 
 /// Frames a stack may have. The interposer writes at most 128 return addresses, Python

@@ -178,10 +178,8 @@ impl Writer {
             text.extend_from_slice(line.as_bytes());
             self.lost_written = lost;
         }
-        for (id, name) in crate::annotate::names_after(self.names_written) {
-            let record = serde_json::json!({ "name": { "id": id, "text": name } });
-            let _ = serde_json::to_writer(&mut text, &record);
-            text.push(b'\n');
+        for (id, text_of) in crate::annotate::names_after(self.names_written) {
+            vramtrace_schema::Name { id, text: text_of }.write_json(&mut text);
             self.names_written = id;
         }
         // Out of the writer while it writes in chunks; put back below.

@@ -4,7 +4,6 @@
 use super::progressed;
 use crate::stack::intern::{self, NewNode};
 use crate::stack::symbolize::Symbolizer;
-use vramtrace_schema::JsonOut;
 
 /// The most bytes given to one write.
 pub(super) const WRITE_CHUNK: usize = 1 << 20;
@@ -38,7 +37,7 @@ pub(super) fn write_node(
                 ..Default::default()
             }
         };
-        let frame = vramtrace_schema::Frame {
+        vramtrace_schema::Frame {
             ip: node.ip,
             module: f.module,
             offset: f.offset,
@@ -46,16 +45,14 @@ pub(super) fn write_node(
             file: f.file,
             line: f.line,
             inlined: f.inlined,
-        };
-        let _ = serde_json::to_writer(&mut *text, &serde_json::json!({ "frame": frame }));
-        text.push(b'\n');
+        }
+        .write_json(text);
         progressed();
     }
-    text.raw("{\"node\":{\"id\":");
-    text.u64(node.id);
-    text.raw(",\"parent\":");
-    text.u64(node.parent);
-    text.raw(",\"ip\":");
-    text.u64(node.ip);
-    text.raw("}}\n");
+    vramtrace_schema::Node {
+        id: node.id,
+        parent: node.parent,
+        ip: node.ip,
+    }
+    .write_json(text);
 }

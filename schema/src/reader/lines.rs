@@ -4,6 +4,7 @@ use super::{TraceError, MAX_DEVICES, MAX_LINE};
 use crate::api::Api;
 use crate::event::{End, Event};
 use crate::location::Location;
+use crate::name::Name;
 use crate::stacks::{Frame, Node, MAX_STACK_DEPTH};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -69,13 +70,6 @@ struct Line<'a> {
     node: Option<Node>,
     name: Option<Name>,
     lost: Option<crate::lost::Lost>,
-}
-
-/// `{"name":{"id":N,"text":"..."}}`: a marker name, before the first marker using it.
-#[derive(Deserialize)]
-struct Name {
-    id: u64,
-    text: String,
 }
 
 fn no_device() -> i32 {
