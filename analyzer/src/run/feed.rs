@@ -1,9 +1,9 @@
 //! A large snapshot's events made on a thread of their own, in batches, while the replay
 //! runs on the caller's: turning history entries into events (frames into stacks, block
 //! sizes off the segments' layout) costs about what replaying them does, so the two
-//! overlap as a trace's parsing and replay do. Small snapshots, and those past the first
-//! few of a run, are read inline: a thread and its batches per file would cost more than
-//! they save on a directory of thousands.
+//! overlap as a trace's parsing and replay do. Small snapshots have their events made
+//! before the replay (`snapshots.rs`, `made.rs`); large ones past the first few of a run
+//! are read inline: a thread and its batches per file would cost more than they save.
 
 use crate::model::TensorCategories;
 use crate::snapshot::events::SnapshotEvents;
@@ -28,6 +28,11 @@ pub struct Feed {
 
 enum State {
     Inline(Box<SnapshotEvents>),
+    /// Every event made already (`snapshots.rs`), and the source for its stacks and end.
+    Made {
+        events: super::made::Unpacked,
+        source: Box<SnapshotEvents>,
+    },
     Thread {
         batch: std::vec::IntoIter<Event>,
         batches: Receiver<Vec<Event>>,
@@ -48,6 +53,18 @@ impl Feed {
         } else {
             State::Inline(Box::new(snap))
         };
+        Feed::of(state)
+    }
+
+    /// `snap`, whose events are `made` already.
+    pub fn made(snap: SnapshotEvents, made: super::made::MadeEvents) -> Feed {
+        Feed::of(State::Made {
+            events: made.into_events(),
+            source: Box::new(snap),
+        })
+    }
+
+    fn of(state: State) -> Feed {
         Feed {
             state,
             count: 0,
@@ -58,6 +75,7 @@ impl Feed {
     pub fn next_event(&mut self) -> Option<Event> {
         let e = match &mut self.state {
             State::Inline(snap) => snap.next_event(),
+            State::Made { events, .. } => events.next(),
             State::Thread { batch, batches, .. } => loop {
                 if let Some(e) = batch.next() {
                     break Some(e);
@@ -101,6 +119,7 @@ impl Feed {
         self.finish();
         match &mut self.state {
             State::Inline(snap) | State::Joined(snap) => Some(snap),
+            State::Made { source, .. } => Some(source),
             _ => None,
         }
     }

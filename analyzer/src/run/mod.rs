@@ -1,8 +1,11 @@
-//! A run: every process's replayed model, on one common clock.
+//! The replay of a run (its traces and snapshots, whichever files or directories name
+//! them): every process's model, on one common clock. (Wrapping a command to record a
+//! run is `cmd/run.rs`.)
 //!
 //! The traces of a run are replayed together, in one merged pass in run-time order, so
 //! that processes sharing a device are summed at every moment ([`RunDevices`]). Memory
-//! stays proportional to what is live: one pending event per trace, plus the models.
+//! stays proportional to what is live: one pending event per trace, plus the models (a
+//! small snapshot's events are made before, and held compactly: `snapshots.rs`).
 //!
 //! A process's memory leaves the run's totals when the process ends ([`ends`]): processes
 //! that ran one after another are never summed as if they had run at once.
@@ -13,6 +16,7 @@ mod ends;
 mod feed;
 mod files;
 mod hook_ooms;
+mod made;
 mod progress;
 mod queue;
 mod snapshots;
@@ -155,16 +159,20 @@ impl Run {
                     .next()
                     .unwrap_or_else(|| Err(format!("{}: not read", file.display())));
                 match events {
-                    Ok(snap) => {
-                        let threaded =
-                            feed_threads > 0 && snap.history_entries() >= feed::THREAD_ENTRIES;
+                    Ok(snapshots::Opened { snap, made }) => {
+                        let threaded = made.is_none()
+                            && feed_threads > 0
+                            && snap.history_entries() >= feed::THREAD_ENTRIES;
                         feed_threads -= threaded as usize;
                         notes.extend(snap.notes.iter().cloned());
                         let mut model = ProcessModel::new(file, snap.header.clone());
                         model.history_truncated = snap.history_truncated.clone();
                         processes.push(model);
                         sources.push(Source {
-                            events: Events::Snapshot(feed::Feed::new(snap, threaded)),
+                            events: Events::Snapshot(match made {
+                                Some(made) => feed::Feed::made(snap, made),
+                                None => feed::Feed::new(snap, threaded),
+                            }),
                             next: None,
                             process: sources.len(),
                         });

@@ -40,7 +40,8 @@ pub struct SnapshotEvents {
     /// The settings the allocator ran under (recorded, or shown by the file).
     pub settings: Settings,
     path: PathBuf,
-    pickle: Pickle,
+    /// Dropped by [`SnapshotEvents::release_file`] once every event is read.
+    pickle: Option<Pickle>,
     devices: Vec<Cursor>,
     stacks: StackIds,
     /// The storages the PyTorch hook named (parameters, gradients, optimizer state).
@@ -193,7 +194,7 @@ impl SnapshotEvents {
             history_truncated: snap.history_truncated.clone(),
             settings,
             path: path.to_path_buf(),
-            pickle,
+            pickle: Some(pickle),
             devices,
             stacks,
             recorded: named,
@@ -210,10 +211,13 @@ impl SnapshotEvents {
     /// theirs).
     pub fn segments_ahead(&self) -> Vec<(u64, u64, u64)> {
         let origin = self.origin_us;
+        let Some(p) = &self.pickle else {
+            return Vec::new();
+        };
         let mut out: Vec<(u64, u64, u64)> = self
             .devices
             .iter()
-            .flat_map(|c| c.segments_ahead(&self.pickle, |us| time(origin, us)))
+            .flat_map(|c| c.segments_ahead(p, |us| time(origin, us)))
             .collect();
         out.sort_by_key(|s| s.2);
         out
@@ -235,11 +239,20 @@ impl SnapshotEvents {
         Some(e)
     }
 
+    /// Once every event is read: the decoded file, and what only reading its frames
+    /// needed, dropped. What is left (stacks, facts, the end) is a small part of it.
+    pub fn release_file(&mut self) {
+        self.pickle = None;
+        self.stacks.done_reading();
+    }
+
     /// Reads device `i`'s next events, and puts it back among the fronts if it has one.
     fn refill(&mut self, i: usize) {
         let origin = self.origin_us;
         let c = &mut self.devices[i];
-        c.fill(&self.pickle, &mut self.stacks, |us| time(origin, us));
+        if let Some(p) = &self.pickle {
+            c.fill(p, &mut self.stacks, |us| time(origin, us));
+        }
         if let Some(e) = c.front() {
             self.fronts.push(Reverse((e.t, i)));
         }

@@ -18,6 +18,10 @@ pub struct StackIds {
     pub stacks: StackTable,
     frames: Map<(String, i64, String), u64>,
     nodes: Map<(u64, u64), u64>,
+    /// Frames and nodes made so far: their ids, which stay unique when the maps above
+    /// are dropped ([`StackIds::done_reading`]).
+    frames_made: u64,
+    nodes_made: u64,
     /// Stack ids by frame list (its object in the pickle).
     lists: Map<usize, u64>,
     /// Each stack id's category (a stack without frames, id 0, has none: not known).
@@ -33,6 +37,8 @@ impl StackIds {
             stacks: StackTable::default(),
             frames: Map::default(),
             nodes: Map::default(),
+            frames_made: 0,
+            nodes_made: 0,
             lists: Map::default(),
             categories: Map::default(),
             reader: FrameReader::default(),
@@ -57,8 +63,9 @@ impl StackIds {
         for r in shown.iter().rev() {
             let (file, name) = (r.filename.map(head), head(&r.name));
             let key = (file.unwrap_or("").to_string(), r.line, name.to_string());
-            let next_ip = self.base + self.frames.len() as u64 + 1;
+            let next_ip = self.base + self.frames_made + 1;
             let ip = *self.frames.entry(key).or_insert_with(|| {
+                self.frames_made += 1;
                 self.stacks.add_frame(vramtrace_schema::Frame {
                     ip: next_ip,
                     module: if r.python { "python" } else { "operator" }.into(),
@@ -70,9 +77,10 @@ impl StackIds {
                 });
                 next_ip
             });
-            let next_id = self.base + self.nodes.len() as u64 + 1;
+            let next_id = self.base + self.nodes_made + 1;
             let parent = if node == 0 { root } else { node };
             node = *self.nodes.entry((parent, ip)).or_insert_with(|| {
+                self.nodes_made += 1;
                 self.stacks.add_node(Node {
                     id: next_id,
                     parent: node,
@@ -85,6 +93,15 @@ impl StackIds {
             self.categories.insert(node, category);
         }
         node
+    }
+
+    /// Every frame list read: what reading them needed is dropped (the stack table and the
+    /// categories stay). A list read after this would be read again, under new ids.
+    pub fn done_reading(&mut self) {
+        self.frames = Map::default();
+        self.nodes = Map::default();
+        self.lists = Map::default();
+        self.reader = FrameReader::default();
     }
 
     /// The stack id of frame list `v`, read once per list.
