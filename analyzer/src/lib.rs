@@ -3,8 +3,6 @@
 
 pub mod allocator;
 pub mod cmd;
-#[cfg(test)]
-mod draws;
 pub mod errors;
 pub mod frame_options;
 pub mod input;

@@ -22,7 +22,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "units.rs",
             "errors.rs",
             "output_file.rs",
-            "draws.rs",
         ],
     ),
     ("views", &["views"]),

@@ -339,7 +339,8 @@ mod tests {
     fn rows_read_as_their_fields_whatever_repeats() {
         // More distinct (pid, tid, device, API, kind, result) than are kept, in runs and
         // alternating; the GPU's figure the process's or not.
-        let mut next = crate::draws::below(0x2545_f491_4f6c_dd1d);
+        let mut draws = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+        let mut next = |n: u64| draws.u64(..n);
         let mut writer = RowWriter::new(Vec::new()).unwrap();
         let mut expected =
             "time_s,pid,tid,device,api,op,kind,result,addr,size,process_device_bytes,gpu_bytes\n"
@@ -393,7 +394,8 @@ mod tests {
         checked.extend((edge - 2_000..edge + 2_000).step_by(7));
         checked.extend([u64::MAX, 1 << 53, (1 << 53) + 1, 1_700_000_000_123_456_789]);
         // A spread over every magnitude, from a fixed-seed generator.
-        let mut next = crate::draws::below(0x9e37_79b9_7f4a_7c15);
+        let mut draws = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut next = |n: u64| draws.u64(..n);
         for _ in 0..200_000 {
             checked.push(next(u64::MAX) >> next(64));
         }

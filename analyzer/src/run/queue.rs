@@ -50,7 +50,8 @@ mod tests {
 
     #[test]
     fn items_come_out_as_from_a_heap() {
-        let mut next = crate::draws::below(0x9e37_79b9_7f4a_7c15);
+        let mut draws = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut next = |n: u64| draws.u64(..n);
         for _ in 0..2000 {
             let (mut queue, mut heap) = (Queue::new(), BinaryHeap::new());
             for _ in 0..next(60) {
