@@ -11,7 +11,7 @@ pub mod output_file;
 pub mod pack;
 pub mod regular_file;
 pub mod render;
-pub mod run;
+pub mod replay;
 pub mod run_id;
 pub mod snapshot;
 pub mod units;

@@ -1,4 +1,4 @@
-//! The analyzer's arrows run one way: inputs and the model (run/, snapshot/, model/,
+//! The analyzer's arrows run one way: inputs and the model (replay/, snapshot/, model/,
 //! allocator/, whatif/, pack/ and the small modules beside them) -> views/ -> render/ ->
 //! cmd/. A file that names a layer above its own fails this test with the line.
 
@@ -9,7 +9,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "inputs and the model",
         &[
-            "run",
+            "replay",
             "snapshot",
             "model",
             "allocator",

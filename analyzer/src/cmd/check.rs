@@ -4,7 +4,7 @@
 
 use super::common;
 use crate::render;
-use crate::run::LoadOptions;
+use crate::replay::LoadOptions;
 use crate::units::parse_size;
 use crate::views::check::{self, CheckLayer, Limits};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! What every view's command does alike: load the run, report reading problems on stderr,
 //! and exit 1 when a trace could not be read completely (the figures still cover what was).
 
-use crate::run::{LoadOptions, Run, Step};
+use crate::replay::{LoadOptions, Run, Step};
 use std::path::{Path, PathBuf};
 
 /// Loads the run and prints its problems. `Ok(Err(code))`: nothing readable, exit now.

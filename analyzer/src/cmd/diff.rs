@@ -3,7 +3,7 @@
 
 use super::common;
 use crate::render;
-use crate::run::LoadOptions;
+use crate::replay::LoadOptions;
 use crate::views::diff;
 use crate::views::phase_peaks::PhaseWatch;
 use std::path::PathBuf;

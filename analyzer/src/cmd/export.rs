@@ -54,7 +54,7 @@ pub struct ExportArgs {
 }
 
 /// Ends an export once the run is loaded.
-type Finish = Box<dyn FnOnce(&crate::run::Run) -> std::io::Result<()>>;
+type Finish = Box<dyn FnOnce(&crate::replay::Run) -> std::io::Result<()>>;
 
 pub fn export(args: ExportArgs) -> Result<i32, String> {
     if args.layer.is_some() && !matches!(args.format, Format::MemoryViz) {

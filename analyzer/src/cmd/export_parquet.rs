@@ -4,7 +4,7 @@
 
 use super::common;
 use crate::render::parquet::{self, Dataset, EventSpill};
-use crate::run::Run;
+use crate::replay::Run;
 use crate::views::marks::MarkWatch;
 use crate::views::summary;
 use std::path::{Path, PathBuf};

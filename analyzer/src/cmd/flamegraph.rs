@@ -4,7 +4,7 @@
 
 use super::common;
 use crate::render::flamegraph;
-use crate::run::LoadOptions;
+use crate::replay::LoadOptions;
 use crate::views::layer::{self, Layer};
 use crate::views::{leaks, peak};
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 
 use super::common;
 use crate::render;
-use crate::run::LoadOptions;
+use crate::replay::LoadOptions;
 use crate::views::peak;
 use std::path::PathBuf;
 

@@ -49,7 +49,7 @@ impl OomReplays {
 
 /// Gives each failure that a snapshot's `oom` entry stands for its `avoided_by`: the n-th
 /// failure of a snapshot's process on a device is that device's n-th `oom` entry.
-pub fn add_avoided_by(run: &crate::run::Run, failures: &mut [crate::views::oom::Postmortem]) {
+pub fn add_avoided_by(run: &crate::replay::Run, failures: &mut [crate::views::oom::Postmortem]) {
     for process in &run.processes {
         let failed = failures
             .iter()

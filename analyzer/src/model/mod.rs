@@ -2,7 +2,7 @@
 //! memory proportional to what is live, never to the length of the trace.
 //!
 //! [`ProcessModel::apply`] is the only place where events change state; the run
-//! ([`crate::run::Run::load`]) applies every event and views read the state it ends with.
+//! ([`crate::replay::Run::load`]) applies every event and views read the state it ends with.
 
 mod block;
 mod category;

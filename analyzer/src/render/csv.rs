@@ -2,7 +2,7 @@
 
 use super::escape::csv as field;
 use super::event_kind::EventKinds;
-use crate::run::Step;
+use crate::replay::Step;
 use crate::views::timeline::Timeline;
 use std::io::Write;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

@@ -20,7 +20,7 @@ pub fn text(v: &PeakView, limit: usize, by: By) -> String {
         let _ = writeln!(o, "no device memory was held");
     }
     for d in &v.devices {
-        let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+        let label = crate::replay::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
         let label = t(&label);
         let what = if v.at_ns.is_some() { "live" } else { "peak" };
         let (of, unit) = match d.layer {

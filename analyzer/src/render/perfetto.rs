@@ -3,7 +3,7 @@
 //! run (pid 0, "all processes"), and an instant event for each failed allocation.
 
 use crate::errors;
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use crate::units;
 use serde_json::json;
 use std::io::Write;

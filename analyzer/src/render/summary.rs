@@ -31,7 +31,7 @@ pub fn text(s: &Summary) -> String {
         units::seconds(s.duration_ns)
     );
     for d in &s.devices {
-        let label = crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
+        let label = crate::replay::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1);
         let label = t(&label);
         let _ = writeln!(
             o,

@@ -5,7 +5,7 @@
 
 use super::escape::terminal as t;
 use crate::model::DriverSource;
-use crate::run::devices::gpu_label;
+use crate::replay::devices::gpu_label;
 use crate::units::{self, bytes};
 use crate::views::ending::{not_a_leak, Ending};
 use crate::views::groups::Group;

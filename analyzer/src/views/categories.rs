@@ -5,7 +5,7 @@
 
 use crate::model::layers::LiveBlock;
 use crate::model::{Category, GroupBytes, GroupKey, Map, ProcessModel};
-use crate::run::{Run, RunGroupKey};
+use crate::replay::{Run, RunGroupKey};
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use serde::Serialize;
 

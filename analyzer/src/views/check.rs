@@ -5,7 +5,7 @@
 use super::gpu_figures::{per_gpu, GpuFigures};
 use super::layer::{has_tensors, Layer};
 use super::stacks::ShownFrame;
-use crate::run::Run;
+use crate::replay::Run;
 use crate::units::bytes;
 use serde::Serialize;
 
@@ -125,7 +125,7 @@ fn top_of(g: &GpuFigures) -> Option<String> {
 
 /// A GPU's label, as every view shows it, for the device ordinal `dev` of process `p`.
 fn gpu_of(p: &crate::model::ProcessModel, dev: i32) -> String {
-    crate::run::DeviceId::of(&p.header, dev).gpu
+    crate::replay::DeviceId::of(&p.header, dev).gpu
 }
 
 /// A limit on GPUs that no GPU of the run answers: broken, since it checked nothing.

@@ -6,7 +6,7 @@ use super::gpu_figures::{per_gpu, Figures, GpuFigures};
 use super::groups::Group;
 use super::layer::{has_tensors, Layer};
 use super::phase_peaks::PhasePeaks;
-use crate::run::Run;
+use crate::replay::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@ use super::groups::Group;
 use super::layer::Layer;
 use super::peak;
 use super::summary;
-use crate::run::Run;
+use crate::replay::Run;
 use serde::Serialize;
 
 /// One run's figures on one GPU.
@@ -74,7 +74,7 @@ pub fn per_gpu(run: &Run, layer: Layer) -> Vec<GpuFigures> {
                 .unwrap_or_default();
             let gpu = match ranks.as_slice() {
                 [rank] if hosts.len() > 1 => format!("rank {rank} GPU {}", d.gpu),
-                _ => crate::run::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1),
+                _ => crate::replay::devices::gpu_label(&d.host, &d.gpu, hosts.len() > 1),
             };
             GpuFigures {
                 gpu,

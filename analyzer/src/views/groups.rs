@@ -4,7 +4,7 @@
 use super::stacks::{self, ShownFrame};
 use crate::model::Map;
 use crate::model::{DeviceUsage, GroupBytes, GroupKey, ProcessModel};
-use crate::run::{Run, RunGroupKey};
+use crate::replay::{Run, RunGroupKey};
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -2,7 +2,7 @@
 //! device memory from the driver (the reserved layer) otherwise, or the one asked for with
 //! `--layer`. Every view that picks one says which it picked.
 
-use crate::run::Run;
+use crate::replay::Run;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layer {

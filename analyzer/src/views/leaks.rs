@@ -5,7 +5,7 @@ use super::layer::Layer;
 use super::stacks::{self, ShownFrame};
 use crate::model::Block;
 use crate::model::Map;
-use crate::run::Run;
+use crate::replay::Run;
 use serde::Serialize;
 use vramtrace_schema::Kind;
 

@@ -3,7 +3,7 @@
 //! device's capacity, as the driver or NVML told it.
 
 use crate::model::Map;
-use crate::run::{DeviceId, Run, Step};
+use crate::replay::{DeviceId, Run, Step};
 use serde::Serialize;
 use vramtrace_schema::{Api, Op};
 

@@ -5,7 +5,7 @@
 
 use super::layer::Layer;
 use crate::model::Map;
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEntry};
 use crate::views::stacks;
 use std::collections::VecDeque;

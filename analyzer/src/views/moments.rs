@@ -6,7 +6,7 @@
 
 use super::groups::{self, Group};
 use crate::model::{GroupBytes, Map};
-use crate::run::{Run, RunDevices, RunGroupKey, Step};
+use crate::replay::{Run, RunDevices, RunGroupKey, Step};
 use serde::Serialize;
 
 /// Most moments kept for a run.

@@ -8,7 +8,7 @@ use super::groups::{self, Group};
 use super::layer::Layer;
 use crate::errors;
 use crate::model::{DriverFigure, DriverSource};
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use serde::Serialize;
 use vramtrace_schema::{Api, Event, Op};
 
@@ -325,7 +325,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
             verdict = Verdict::Fragmentation;
         }
     }
-    let id = crate::run::DeviceId::of(&model.header, f.event.dev);
+    let id = crate::replay::DeviceId::of(&model.header, f.event.dev);
     let explanation = match (verdict, f.allocator) {
         (Verdict::Fragmentation, Some(a)) => super::oom_words::fragmented(f.requested, &a),
         _ => super::oom_words::explain(verdict, &figures, untraced, &live_groups),

@@ -5,7 +5,7 @@
 
 use super::groups::{self, Group};
 use crate::model::DeviceUsage;
-use crate::run::{Run, RunGroupKey};
+use crate::replay::{Run, RunGroupKey};
 use serde::Serialize;
 
 pub use super::layer::Layer;

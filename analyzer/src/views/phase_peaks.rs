@@ -8,7 +8,7 @@
 //! [`MAX_MARKERS`] a run, as every view keeps).
 
 use super::marks::MAX_MARKERS;
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_schema::Op;

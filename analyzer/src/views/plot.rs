@@ -6,7 +6,7 @@ use super::marks::{Marker, Marks, Phase};
 use super::oom::OomView;
 use super::summary::Summary;
 use super::timeline::{Timeline, TimelineSeries};
-use crate::run::devices::gpu_label;
+use crate::replay::devices::gpu_label;
 use serde::Serialize;
 
 /// Points kept per line: a plot is a few hundred pixels wide; the hover read-out and

@@ -6,7 +6,7 @@
 //! process whose other allocations show XLA's code. `summary` and `oom` say what it
 //! means and how to see more.
 
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use crate::units;
 use serde::Serialize;
 use std::collections::BTreeMap;

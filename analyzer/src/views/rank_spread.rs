@@ -9,7 +9,7 @@
 use super::groups::{self, Group};
 use super::ranks::RankRow;
 use super::summary::ProcessSummary;
-use crate::run::Run;
+use crate::replay::Run;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -13,7 +13,7 @@ use super::moments::Moment;
 use super::oom::OomView;
 use super::plot::DevicePlot;
 use super::summary::Summary;
-use crate::run::devices::gpu_label;
+use crate::replay::devices::gpu_label;
 use crate::units::{self, bytes};
 use serde::Serialize;
 
@@ -98,7 +98,7 @@ pub struct EndRow {
 }
 
 pub struct Inputs<'a> {
-    pub run: &'a crate::run::Run,
+    pub run: &'a crate::replay::Run,
     pub summary: &'a Summary,
     pub oom: &'a OomView,
     pub leaks: &'a Leaks,

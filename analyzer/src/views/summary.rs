@@ -6,7 +6,7 @@ use super::groups::{self, Group};
 use super::layer::Layer;
 use crate::errors;
 use crate::model::ProcessModel;
-use crate::run::Run;
+use crate::replay::Run;
 use crate::snapshot::events::SNAPSHOT_INTERPOSER;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -345,7 +345,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                 let state = p.end_allocator_state(d.device);
                 DeviceSummary {
                     device: d.device,
-                    gpu: crate::run::DeviceId::of(&p.header, d.device).gpu,
+                    gpu: crate::replay::DeviceId::of(&p.header, d.device).gpu,
                     peak_reserved_bytes: d.peak_reserved,
                     peak_time_ns: run.time_of(i, d.peak_t),
                     reserved_bytes_at_end: d.reserved,

@@ -4,7 +4,7 @@
 //! whenever there would be more than [`AUTO_BUCKETS`] of them.
 
 use crate::model::Map;
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use serde::Serialize;
 use vramtrace_schema::Op;
 
@@ -435,7 +435,7 @@ fn describe(run: &Run, key: Key, points: Vec<Point>) -> TimelineSeries {
         },
         Key::Process(p, ordinal) => {
             let m = &run.processes[p];
-            let id = crate::run::DeviceId::of(&m.header, ordinal);
+            let id = crate::replay::DeviceId::of(&m.header, ordinal);
             TimelineSeries {
                 layer: "reserved",
                 scope: "process",

@@ -6,7 +6,7 @@
 //! libraries, other processes. The most seen at any answer is taken, so the capacity is
 //! what the allocator could count on for the whole run.
 
-use crate::run::{LoadOptions, Run, Step};
+use crate::replay::{LoadOptions, Run, Step};
 use std::collections::BTreeMap;
 use std::path::Path;
 use vramtrace_schema::Op;

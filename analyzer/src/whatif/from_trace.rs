@@ -10,7 +10,7 @@
 use super::device_layer::{Answers, Outside};
 use super::input::{Event, History};
 use crate::allocator::settings::Settings;
-use crate::run::{LoadOptions, Run};
+use crate::replay::{LoadOptions, Run};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::path::Path;

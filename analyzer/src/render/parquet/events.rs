@@ -11,7 +11,7 @@
 use super::super::event_kind::EventKinds;
 use super::Dataset;
 use crate::model::Map;
-use crate::run::{Run, Step};
+use crate::replay::{Run, Step};
 use arrow_array::builder::{
     Int32Builder, StringBuilder, StringDictionaryBuilder, UInt32Builder, UInt64Builder,
 };

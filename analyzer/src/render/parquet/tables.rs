@@ -5,7 +5,7 @@
 use super::Dataset;
 use crate::model::ProcessModel;
 use crate::pack::redact;
-use crate::run::DeviceId;
+use crate::replay::DeviceId;
 use crate::views::summary::Summary;
 use arrow_array::{
     ArrayRef, BooleanArray, Int32Array, RecordBatch, StringArray, UInt32Array, UInt64Array,

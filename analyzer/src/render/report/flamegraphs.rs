@@ -30,7 +30,7 @@ pub fn failures(o: &mut String, r: &Report, budget: Budget, notes: &mut Vec<Stri
     let _ = writeln!(o, "<section id=\"vt-failures\"><h2>Failed allocations</h2>");
     let mut graphs = 0;
     for (i, f) in v.failures.iter().take(FAILURES).enumerate() {
-        let gpu = crate::run::devices::gpu_label(&f.host, &f.gpu, many_hosts);
+        let gpu = crate::replay::devices::gpu_label(&f.host, &f.gpu, many_hosts);
         let rank = f
             .rank
             .as_ref()

@@ -43,7 +43,7 @@ pub fn gpu_label(host: &str, gpu: &str, many_hosts: bool) -> String {
     }
 }
 
-/// Groups of a run device: which process (index into [`crate::run::Run::processes`]) and
+/// Groups of a run device: which process (index into [`crate::replay::Run::processes`]) and
 /// which allocating group.
 pub type RunGroupKey = (usize, GroupKey);
 
