@@ -1,40 +1,28 @@
 //! Driver wrappers: device, pitch, managed and pinned host memory, arrays, `cuMemGetInfo`.
 #![allow(non_snake_case)]
 
-use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
-use crate::stack::here;
+use super::{hook, out, CUDA_ERROR_NOT_INITIALIZED};
 use cudarc::driver::sys::{CUarray, CUdeviceptr, CUDA_ARRAY3D_DESCRIPTOR, CUDA_ARRAY_DESCRIPTOR};
 use std::ffi::{c_int, c_uint, c_void};
 use vramtrace_schema::Api;
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAlloc_v2(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(dptr, size);
-    call.finish(Api::CuMemAlloc_v2, r, |e| {
+hook! {
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAlloc_v2, |r, e| {
         e.addr = out(r, dptr);
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAllocPitch_v2(
-    dptr: *mut CUdeviceptr,
-    pitch: *mut usize,
-    width_bytes: usize,
-    height: usize,
-    element_size: c_uint,
-) -> c_int {
-    let Some(real) = real!(cuMemAllocPitch_v2(_, _, _, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(dptr, pitch, width_bytes, height, element_size);
-    call.finish(Api::CuMemAllocPitch_v2, r, |e| {
+hook! {
+    fn cuMemAllocPitch_v2(
+        dptr: *mut CUdeviceptr,
+        pitch: *mut usize,
+        width_bytes: usize,
+        height: usize,
+        element_size: c_uint,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAllocPitch_v2, |r, e| {
         e.addr = out(r, dptr);
         // The real size is the padded row pitch times the rows, not width x height.
         let p = out(r, pitch);
@@ -43,117 +31,82 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
         } else {
             width_bytes as u64 * height as u64
         };
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int {
-    let Some(real) = real!(cuMemFree_v2(_)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(dptr);
-    call.finish(Api::CuMemFree_v2, r, |e| e.addr = dptr);
-    r
+hook! {
+    fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemFree_v2, |r, e| e.addr = dptr
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAllocManaged(
-    dptr: *mut CUdeviceptr,
-    size: usize,
-    flags: c_uint,
-) -> c_int {
-    let Some(real) = real!(cuMemAllocManaged(_, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(dptr, size, flags);
-    call.finish(Api::CuMemAllocManaged, r, |e| {
+hook! {
+    fn cuMemAllocManaged(
+        dptr: *mut CUdeviceptr,
+        size: usize,
+        flags: c_uint,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAllocManaged, |r, e| {
         e.addr = out(r, dptr);
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> c_int {
-    let Some(real) = real!(cuMemGetInfo_v2(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(free, total);
-    call.finish(Api::CuMemGetInfo_v2, r, |e| {
+hook! {
+    fn cuMemGetInfo_v2(
+        free: *mut usize,
+        total: *mut usize,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemGetInfo_v2, |r, e| {
         if r == 0 {
             e.free = Some(out(r, free) as u64);
             e.total = Some(out(r, total) as u64);
         }
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cuMemHostAlloc(_, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(pp, size, flags);
-    call.finish(Api::CuMemHostAlloc, r, |e| {
+hook! {
+    fn cuMemHostAlloc(
+        pp: *mut *mut c_void,
+        size: usize,
+        flags: c_uint,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemHostAlloc, |r, e| {
         e.addr = out(r, pp.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAllocHost_v2(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(pp, size);
-    call.finish(Api::CuMemAllocHost_v2, r, |e| {
+hook! {
+    fn cuMemAllocHost_v2(
+        pp: *mut *mut c_void,
+        size: usize,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAllocHost_v2, |r, e| {
         e.addr = out(r, pp.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> c_int {
-    let Some(real) = real!(cuMemFreeHost(_)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(p);
-    call.finish(Api::CuMemFreeHost, r, |e| e.addr = p as u64);
-    r
+hook! {
+    fn cuMemFreeHost(p: *mut c_void) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemFreeHost, |r, e| e.addr = p as u64
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cuMemHostRegister_v2(_, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(p, size, flags);
-    call.finish(Api::CuMemHostRegister_v2, r, |e| {
+hook! {
+    fn cuMemHostRegister_v2(
+        p: *mut c_void,
+        size: usize,
+        flags: c_uint,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemHostRegister_v2, |r, e| {
         e.addr = p as u64;
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> c_int {
-    let Some(real) = real!(cuMemHostUnregister(_)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(p);
-    call.finish(Api::CuMemHostUnregister, r, |e| e.addr = p as u64);
-    r
+hook! {
+    fn cuMemHostUnregister(p: *mut c_void) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemHostUnregister, |r, e| e.addr = p as u64
 }
 
 /// Bytes of one element of a CUDA array format (`CUarray_format`), read as a raw number:
@@ -186,17 +139,12 @@ unsafe fn array_extent(
     elems * std::ptr::read_unaligned(c) as u64 * format_bytes(std::ptr::read_unaligned(f))
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuArrayCreate_v2(
-    array: *mut CUarray,
-    desc: *const CUDA_ARRAY_DESCRIPTOR,
-) -> c_int {
-    let Some(real) = real!(cuArrayCreate_v2(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(array, desc);
-    call.finish(Api::CuArrayCreate_v2, r, |e| {
+hook! {
+    fn cuArrayCreate_v2(
+        array: *mut CUarray,
+        desc: *const CUDA_ARRAY_DESCRIPTOR,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuArrayCreate_v2, |r, e| {
         e.addr = out(r, array.cast::<u64>());
         if !desc.is_null() {
             e.size = array_extent(
@@ -207,21 +155,15 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
                 std::ptr::addr_of!((*desc).NumChannels),
             );
         }
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuArray3DCreate_v2(
-    array: *mut CUarray,
-    desc: *const CUDA_ARRAY3D_DESCRIPTOR,
-) -> c_int {
-    let Some(real) = real!(cuArray3DCreate_v2(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(array, desc);
-    call.finish(Api::CuArray3DCreate_v2, r, |e| {
+hook! {
+    fn cuArray3DCreate_v2(
+        array: *mut CUarray,
+        desc: *const CUDA_ARRAY3D_DESCRIPTOR,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuArray3DCreate_v2, |r, e| {
         e.addr = out(r, array.cast::<u64>());
         if !desc.is_null() {
             e.size = array_extent(
@@ -232,17 +174,10 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
                 std::ptr::addr_of!((*desc).NumChannels),
             );
         }
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuArrayDestroy(array: CUarray) -> c_int {
-    let Some(real) = real!(cuArrayDestroy(_)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(array);
-    call.finish(Api::CuArrayDestroy, r, |e| e.addr = array as u64);
-    r
+hook! {
+    fn cuArrayDestroy(array: CUarray) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuArrayDestroy, |r, e| e.addr = array as u64
 }

@@ -52,6 +52,47 @@ macro_rules! real {
 }
 pub(crate) use real;
 
+/// A wrapper of the common shape, declared once: the symbol's C signature, what it
+/// returns when no library defines the real function, the API it records, and how the
+/// event is filled from the arguments and the real result `r`:
+///
+/// ```ignore
+/// hook! {
+///     fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+///     Api::CuMemFree_v2, |r, e| e.addr = dptr
+/// }
+/// ```
+///
+/// It finds the real function, enters the guard, makes the real call, records, and
+/// returns the real result unchanged. A wrapper with logic of its own is written out with
+/// [`real!`].
+macro_rules! hook {
+    (
+        $(#[$attr:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> c_int, or $missing:expr;
+        $api:expr, |$r:ident, $e:ident| $fill:expr
+    ) => {
+        $(#[$attr])*
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let p = $crate::symbols::real($crate::symbols::Slot::$name);
+            let wrapper = $name as unsafe extern "C" fn($($ty),*) -> c_int;
+            // SAFETY: the slot holds 0 or the address of exactly this symbol (checked by
+            // name when it was adopted), whose C signature is the wrapper's.
+            let Some(real) = (unsafe { $crate::hooks::typed_like(wrapper, p) }) else {
+                return $missing;
+            };
+            let call = $crate::hooks::Call::enter($crate::stack::here!());
+            let $r = real($($arg),*);
+            call.finish($api, $r, |$e| {
+                $fill;
+            });
+            $r
+        }
+    };
+}
+pub(crate) use hook;
+
 /// `p` as a function pointer of `like`'s type, or `None` where it is 0.
 ///
 /// # Safety

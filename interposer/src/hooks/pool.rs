@@ -2,7 +2,7 @@
 #![allow(non_snake_case)]
 
 use super::mempool::props_location;
-use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
+use super::{hook, out, real, Call, CUDA_ERROR_NOT_INITIALIZED};
 use crate::pool_locations;
 use crate::stack::here;
 use cudarc::driver::sys::{CUdeviceptr, CUmemPoolProps, CUmemoryPool, CUstream};
@@ -121,16 +121,13 @@ pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> c_int {
     r
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, min_bytes_to_keep: usize) -> c_int {
-    let Some(real) = real!(cuMemPoolTrimTo(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(pool, min_bytes_to_keep);
-    call.finish(Api::CuMemPoolTrimTo, r, |e| {
+hook! {
+    fn cuMemPoolTrimTo(
+        pool: CUmemoryPool,
+        min_bytes_to_keep: usize,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemPoolTrimTo, |r, e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
-    });
-    r
+    }
 }

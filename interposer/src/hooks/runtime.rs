@@ -3,7 +3,7 @@
 #![allow(non_snake_case)]
 
 use super::lookup::wrap_result;
-use super::{out, real, Call, CUDA_ERROR_INITIALIZATION};
+use super::{hook, out, real, Call, CUDA_ERROR_INITIALIZATION};
 use crate::stack::here;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use vramtrace_schema::Api;
@@ -11,125 +11,83 @@ use vramtrace_schema::Api;
 /// `cudaStream_t`, `cudaMemPool_t`: opaque handles passed through.
 type Handle = *mut c_void;
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cudaMalloc(_, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, size);
-    call.finish(Api::CudaMalloc, r, |e| {
+hook! {
+    fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMalloc, |r, e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocPitch(
-    dev_ptr: *mut *mut c_void,
-    pitch: *mut usize,
-    width: usize,
-    height: usize,
-) -> c_int {
-    let Some(real) = real!(cudaMallocPitch(_, _, _, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, pitch, width, height);
-    call.finish(Api::CudaMallocPitch, r, |e| {
+hook! {
+    fn cudaMallocPitch(
+        dev_ptr: *mut *mut c_void,
+        pitch: *mut usize,
+        width: usize,
+        height: usize,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMallocPitch, |r, e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = if r == 0 {
             out(r, pitch) as u64 * height as u64
         } else {
             width as u64 * height as u64
         };
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaFree(dev_ptr: *mut c_void) -> c_int {
-    let Some(real) = real!(cudaFree(_)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr);
-    call.finish(Api::CudaFree, r, |e| e.addr = dev_ptr as u64);
-    r
+hook! {
+    fn cudaFree(dev_ptr: *mut c_void) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaFree, |r, e| e.addr = dev_ptr as u64
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocManaged(
-    dev_ptr: *mut *mut c_void,
-    size: usize,
-    flags: c_uint,
-) -> c_int {
-    let Some(real) = real!(cudaMallocManaged(_, _, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, size, flags);
-    call.finish(Api::CudaMallocManaged, r, |e| {
+hook! {
+    fn cudaMallocManaged(
+        dev_ptr: *mut *mut c_void,
+        size: usize,
+        flags: c_uint,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMallocManaged, |r, e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocAsync(
-    dev_ptr: *mut *mut c_void,
-    size: usize,
-    stream: Handle,
-) -> c_int {
-    let Some(real) = real!(cudaMallocAsync(_, _, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, size, stream);
-    call.finish(Api::CudaMallocAsync, r, |e| {
+hook! {
+    fn cudaMallocAsync(
+        dev_ptr: *mut *mut c_void,
+        size: usize,
+        stream: Handle,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMallocAsync, |r, e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
         e.stream = Some(stream as u64);
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocFromPoolAsync(
-    dev_ptr: *mut *mut c_void,
-    size: usize,
-    pool: Handle,
-    stream: Handle,
-) -> c_int {
-    let Some(real) = real!(cudaMallocFromPoolAsync(_, _, _, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, size, pool, stream);
-    call.finish(Api::CudaMallocFromPoolAsync, r, |e| {
+hook! {
+    fn cudaMallocFromPoolAsync(
+        dev_ptr: *mut *mut c_void,
+        size: usize,
+        pool: Handle,
+        stream: Handle,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMallocFromPoolAsync, |r, e| {
         e.addr = out(r, dev_ptr.cast::<u64>());
         e.size = size as u64;
         e.stream = Some(stream as u64);
         e.pool = Some(pool as u64);
         (e.loc, e.numa) = crate::pool_locations::of(pool as u64);
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> c_int {
-    let Some(real) = real!(cudaFreeAsync(_, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(dev_ptr, stream);
-    call.finish(Api::CudaFreeAsync, r, |e| {
+hook! {
+    fn cudaFreeAsync(dev_ptr: *mut c_void, stream: Handle) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaFreeAsync, |r, e| {
         e.addr = dev_ptr as u64;
         e.stream = Some(stream as u64);
-    });
-    r
+    }
 }
 
 #[cfg_attr(not(test), no_mangle)]
@@ -167,73 +125,50 @@ pub unsafe extern "C" fn cudaMemPoolDestroy(pool: Handle) -> c_int {
     r
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usize) -> c_int {
-    let Some(real) = real!(cudaMemPoolTrimTo(_, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(pool, min_bytes_to_keep);
-    call.finish(Api::CudaMemPoolTrimTo, r, |e| {
+hook! {
+    fn cudaMemPoolTrimTo(
+        pool: Handle,
+        min_bytes_to_keep: usize,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMemPoolTrimTo, |r, e| {
         e.pool = Some(pool as u64);
         e.size = min_bytes_to_keep as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c_int {
-    let Some(real) = real!(cudaMallocHost(_, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size);
-    call.finish(Api::CudaMallocHost, r, |e| {
+hook! {
+    fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMallocHost, |r, e| {
         e.addr = out(r, ptr.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
-    let Some(real) = real!(cudaHostAlloc(_, _, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size, flags);
-    call.finish(Api::CudaHostAlloc, r, |e| {
+hook! {
+    fn cudaHostAlloc(
+        ptr: *mut *mut c_void,
+        size: usize,
+        flags: c_uint,
+    ) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaHostAlloc, |r, e| {
         e.addr = out(r, ptr.cast::<u64>());
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
-    let Some(real) = real!(cudaFreeHost(_)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr);
-    call.finish(Api::CudaFreeHost, r, |e| e.addr = ptr as u64);
-    r
+hook! {
+    fn cudaFreeHost(ptr: *mut c_void) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaFreeHost, |r, e| e.addr = ptr as u64
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int {
-    let Some(real) = real!(cudaMemGetInfo(_, _)) else {
-        return CUDA_ERROR_INITIALIZATION;
-    };
-    let call = Call::enter(here!());
-    let r = real(free, total);
-    call.finish(Api::CudaMemGetInfo, r, |e| {
+hook! {
+    fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> c_int, or CUDA_ERROR_INITIALIZATION;
+    Api::CudaMemGetInfo, |r, e| {
         if r == 0 {
             e.free = Some(out(r, free) as u64);
             e.total = Some(out(r, total) as u64);
         }
-    });
-    r
+    }
 }
 
 macro_rules! entry_point {

@@ -5,61 +5,43 @@
 #![allow(non_snake_case)]
 
 use super::mempool::{props_device, props_location};
-use super::{out, real, Call, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_OUT_OF_MEMORY};
-use crate::stack::here;
+use super::{hook, out, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_OUT_OF_MEMORY};
 use cudarc::driver::sys::{
     CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
 };
 use std::ffi::{c_int, c_ulonglong};
 use vramtrace_schema::Api;
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAddressReserve(
-    ptr: *mut CUdeviceptr,
-    size: usize,
-    alignment: usize,
-    addr: CUdeviceptr,
-    flags: c_ulonglong,
-) -> c_int {
-    let Some(real) = real!(cuMemAddressReserve(_, _, _, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size, alignment, addr, flags);
-    call.finish(Api::CuMemAddressReserve, r, |e| {
+hook! {
+    fn cuMemAddressReserve(
+        ptr: *mut CUdeviceptr,
+        size: usize,
+        alignment: usize,
+        addr: CUdeviceptr,
+        flags: c_ulonglong,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAddressReserve, |r, e| {
         e.addr = out(r, ptr);
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemAddressFree(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size);
-    call.finish(Api::CuMemAddressFree, r, |e| {
+hook! {
+    fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemAddressFree, |r, e| {
         e.addr = ptr;
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemCreate(
-    handle: *mut CUmemGenericAllocationHandle,
-    size: usize,
-    prop: *const CUmemAllocationProp,
-    flags: c_ulonglong,
-) -> c_int {
-    let Some(real) = real!(cuMemCreate(_, _, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(handle, size, prop, flags);
-    call.finish(Api::CuMemCreate, r, |e| {
+hook! {
+    fn cuMemCreate(
+        handle: *mut CUmemGenericAllocationHandle,
+        size: usize,
+        prop: *const CUmemAllocationProp,
+        flags: c_ulonglong,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemCreate, |r, e| {
         e.handle = Some(out(r, handle));
         e.size = size as u64;
         // Read only once the driver read them: it rejects some calls (a size that is no
@@ -77,72 +59,47 @@ pub unsafe extern "C" fn cuMemCreate(
                 e.dev = dev;
             }
         }
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c_int {
-    let Some(real) = real!(cuMemRelease(_)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(handle);
-    call.finish(Api::CuMemRelease, r, |e| e.handle = Some(handle));
-    r
+hook! {
+    fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemRelease, |r, e| e.handle = Some(handle)
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemMap(
-    ptr: CUdeviceptr,
-    size: usize,
-    offset: usize,
-    handle: CUmemGenericAllocationHandle,
-    flags: c_ulonglong,
-) -> c_int {
-    let Some(real) = real!(cuMemMap(_, _, _, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size, offset, handle, flags);
-    call.finish(Api::CuMemMap, r, |e| {
+hook! {
+    fn cuMemMap(
+        ptr: CUdeviceptr,
+        size: usize,
+        offset: usize,
+        handle: CUmemGenericAllocationHandle,
+        flags: c_ulonglong,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemMap, |r, e| {
         e.addr = ptr;
         e.size = size as u64;
         e.offset = Some(offset as u64);
         e.handle = Some(handle);
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int {
-    let Some(real) = real!(cuMemUnmap(_, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size);
-    call.finish(Api::CuMemUnmap, r, |e| {
+hook! {
+    fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemUnmap, |r, e| {
         e.addr = ptr;
         e.size = size as u64;
-    });
-    r
+    }
 }
 
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn cuMemSetAccess(
-    ptr: CUdeviceptr,
-    size: usize,
-    desc: *const CUmemAccessDesc,
-    count: usize,
-) -> c_int {
-    let Some(real) = real!(cuMemSetAccess(_, _, _, _)) else {
-        return CUDA_ERROR_NOT_INITIALIZED;
-    };
-    let call = Call::enter(here!());
-    let r = real(ptr, size, desc, count);
-    call.finish(Api::CuMemSetAccess, r, |e| {
+hook! {
+    fn cuMemSetAccess(
+        ptr: CUdeviceptr,
+        size: usize,
+        desc: *const CUmemAccessDesc,
+        count: usize,
+    ) -> c_int, or CUDA_ERROR_NOT_INITIALIZED;
+    Api::CuMemSetAccess, |r, e| {
         e.addr = ptr;
         e.size = size as u64;
-    });
-    r
+    }
 }
