@@ -4,6 +4,8 @@
 //! deadlock fails the test instead of hanging the suite.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod reading;
+
 use std::path::Path;
 use std::process::{Command, Output};
 pub use vramtrace_tests::harness::run_within;
