@@ -32,6 +32,7 @@ typedef void (*vramtrace_block_alloc_fn)(uint64_t addr, uint64_t size, uint64_t 
                                          void *stream);
 typedef void (*vramtrace_block_free_fn)(uint64_t addr, int device, void *stream);
 typedef void (*vramtrace_marker_fn)(const char *name);
+typedef long (*vramtrace_flush_fn)(char *path, unsigned long len);
 
 static inline void *vramtrace_lookup_(const char *name) { return dlsym(RTLD_DEFAULT, name); }
 
@@ -68,6 +69,19 @@ static inline void vramtrace_marker_hint(const char *name) {
         looked = 1;
     }
     if (f) f(name);
+}
+
+/* Writes everything recorded so far and copies the trace's path (NUL-terminated) into
+ * `path` (`len` bytes): returns the path's length (>= len: it did not fit, nothing was
+ * copied), 0 where there is no trace yet (or no vramtrace), -1 where it could not be written. */
+static inline long vramtrace_flush_hint(char *path, unsigned long len) {
+    static vramtrace_flush_fn f;
+    static int looked;
+    if (!looked) {
+        f = (vramtrace_flush_fn)vramtrace_lookup_("vramtrace_flush");
+        looked = 1;
+    }
+    return f ? f(path, len) : 0;
 }
 
 #ifdef __cplusplus

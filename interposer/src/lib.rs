@@ -21,6 +21,7 @@ pub mod dlclose;
 pub mod dlsym;
 pub mod dlvsym;
 pub mod elf_symbols;
+pub mod flush;
 pub mod guard;
 pub mod hooks;
 pub mod last_thread;

@@ -53,6 +53,11 @@ impl TraceFd {
         }
     }
 
+    /// The trace's path, as created.
+    pub fn path(&self) -> &std::ffi::CStr {
+        &self.path
+    }
+
     fn is_ours(&self, fd: i32) -> bool {
         identity(fd) == Some((self.dev, self.ino))
     }

@@ -11,27 +11,31 @@ nothing, so a script can keep them in every run::
         loss = model(batch)
 
 A phase is two markers: ``NAME`` when it begins and ``/NAME`` when it ends.
+
+``flush`` writes the trace so far and gives its path, to read it while the program runs
+(the pytest plugin, ``vramtrace.pytest_plugin``, checks each marked test's peak that way).
 """
 
 import contextlib
 import ctypes
 
-__all__ = ["mark", "phase", "active"]
+__all__ = ["mark", "phase", "active", "flush"]
 
 
-def _lookup():
+def _lookup(name, argtypes, restype):
     # The preloaded library is in the global scope, where dlsym(RTLD_DEFAULT) finds it;
     # without it the name is absent and every call is a no-op.
     try:
-        fn = ctypes.CDLL(None).vramtrace_marker
+        fn = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
         return None
-    fn.argtypes = [ctypes.c_char_p]
-    fn.restype = None
+    fn.argtypes = argtypes
+    fn.restype = restype
     return fn
 
 
-_marker = _lookup()
+_marker = _lookup("vramtrace_marker", [ctypes.c_char_p], None)
+_flush = _lookup("vramtrace_flush", [ctypes.c_char_p, ctypes.c_size_t], ctypes.c_ssize_t)
 
 
 def active():
@@ -53,3 +57,22 @@ def phase(name):
         yield
     finally:
         mark("/" + str(name))
+
+
+def flush():
+    """Writes everything recorded so far; returns the trace's path, or None where there is
+    none (vramtrace is not loaded, or nothing was recorded yet). Raises OSError when the
+    trace could not be written (vramtrace warned on stderr why)."""
+    if _flush is None:
+        return None
+    size = 4096
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        n = _flush(buf, size)
+        if n < 0:
+            raise OSError("vramtrace: the trace could not be written")
+        if n == 0:
+            return None
+        if n < size:
+            return buf.value.decode("utf-8", "surrogateescape")
+        size = n + 1

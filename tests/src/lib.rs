@@ -7,3 +7,4 @@ pub mod fixtures;
 pub mod harness;
 pub mod pages;
 pub mod truth;
+pub mod venv;

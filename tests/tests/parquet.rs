@@ -21,29 +21,7 @@ const LIMIT: Duration = Duration::from_secs(900);
 /// Python with DuckDB, in a virtualenv kept in the target directory between runs.
 fn duckdb() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let dir = root().join("target/duckdb-venv");
-        let python = dir.join("bin/python");
-        let has = |p: &Path| {
-            Command::new(p)
-                .args(["-c", "import duckdb"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        if !has(&python) {
-            ok(
-                Command::new("python3")
-                    .args(["-m", "venv", "--clear"])
-                    .arg(&dir),
-                "venv",
-            );
-            ok(
-                Command::new(dir.join("bin/pip")).args(["install", "-q", "duckdb>=1.1"]),
-                "pip install duckdb",
-            );
-        }
-        python
-    })
+    PYTHON.get_or_init(|| vramtrace_tests::venv::python_with("duckdb", "duckdb>=1.1", "duckdb"))
 }
 
 /// What a command that must succeed said on stderr.

@@ -7,6 +7,7 @@ use crate::render;
 use crate::replay::LoadOptions;
 use crate::units::parse_size;
 use crate::views::check::{self, CheckLayer, Limits};
+use crate::views::marks::{MarkWatch, MAX_MARKERS};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +41,11 @@ pub struct CheckArgs {
     /// Replace the --junit FILE if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Hold --max-peak to the phase NAME only (`vramtrace.phase(NAME)`, a marker NAME
+    /// closed by /NAME; the last such phase of the run): its peak counts what was held
+    /// when it began, as after `torch.cuda.reset_peak_memory_stats()`.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["max_leaked", "no_oom", "baseline"])]
+    pub phase: Option<String>,
     /// Print JSON (keys documented in docs/json.md).
     #[arg(long)]
     pub json: bool,
@@ -68,7 +74,14 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
     if let Some(j) = &args.junit {
         common::check_output(j, args.force)?;
     }
-    let run = match common::load(&args.paths, LoadOptions::default(), |_| {})? {
+    let options = match &args.phase {
+        Some(name) => match phase_window(&args.paths, name)? {
+            Ok(options) => options,
+            Err(code) => return Ok(code),
+        },
+        None => LoadOptions::default(),
+    };
+    let run = match common::load(&args.paths, options, |_| {})? {
         Ok(run) => run,
         Err(_) => return Ok(2),
     };
@@ -86,6 +99,7 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
         no_oom: args.no_oom,
         device: args.device.clone(),
         max_growth_percent: args.max_growth,
+        phase: args.phase.clone(),
     };
     let view = check::build(&run, baseline.as_ref(), &limits);
     if let Some(j) = &args.junit {
@@ -97,4 +111,43 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
         common::print_styled(&render::check::text(&view))?;
     }
     Ok(if view.broken > 0 { 1 } else { 0 })
+}
+
+/// The replay that gives the peaks of the last phase `name` of the run: one reading to
+/// find the phase's markers, whose times the second reading starts and stops its peaks at.
+fn phase_window(paths: &[PathBuf], name: &str) -> Result<Result<LoadOptions, i32>, String> {
+    let mut watch = MarkWatch::default();
+    let run = match common::load(paths, LoadOptions::default(), |step| watch.step(step))? {
+        Ok(run) => run,
+        Err(_) => return Ok(Err(2)),
+    };
+    let marks = watch.finish(&run);
+    let Some(phase) = marks.phases.iter().rev().find(|p| p.name == name) else {
+        let known: Vec<String> = marks
+            .phases
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .take(5)
+            .map(|n| format!("{n:?}"))
+            .collect();
+        let dropped = match marks.dropped {
+            0 => String::new(),
+            n => format!(" ({n} markers past the first {MAX_MARKERS} were not kept)"),
+        };
+        eprintln!(
+            "vramtrace check: the run has no phase {name:?} (a marker {name:?} closed by {:?}){dropped}; {}",
+            format!("/{name}"),
+            match known.is_empty() {
+                true => "it has no phases".to_string(),
+                false => format!("its phases include {}", known.join(", ")),
+            }
+        );
+        return Ok(Err(2));
+    };
+    Ok(Ok(LoadOptions {
+        until: Some(phase.end_ns),
+        peaks_from: Some(phase.start_ns),
+    }))
 }

@@ -44,7 +44,14 @@ pub fn flamegraph(args: FlamegraphArgs) -> Result<i32, String> {
         (None, false) => PathBuf::from("vramtrace-flamegraph.svg"),
     };
     common::check_output(&output, args.force)?;
-    let run = match common::load(&args.paths, LoadOptions { until: args.at }, |_| {})? {
+    let run = match common::load(
+        &args.paths,
+        LoadOptions {
+            until: args.at,
+            ..Default::default()
+        },
+        |_| {},
+    )? {
         Ok(run) => run,
         Err(code) => return Ok(code),
     };

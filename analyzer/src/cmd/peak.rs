@@ -33,7 +33,10 @@ pub struct PeakArgs {
 }
 
 pub fn peak(args: PeakArgs) -> Result<i32, String> {
-    let options = LoadOptions { until: args.at };
+    let options = LoadOptions {
+        until: args.at,
+        ..Default::default()
+    };
     let run = match common::load(&args.paths, options, |_| {})? {
         Ok(run) => run,
         Err(code) => return Ok(code),

@@ -128,6 +128,11 @@ pub fn run(args: RunArgs) -> Result<i32, String> {
         format!("{}/vramtrace-%h-%p.jsonl", out_dir.display()),
     );
     cmd.env("VRAMTRACE_RUN_ID", &run_id);
+    // The command that reads the traces, for the program's own checks while it runs
+    // (the pytest plugin's `vramtrace check --phase`).
+    if let Ok(me) = std::env::current_exe() {
+        cmd.env("VRAMTRACE_BIN", me);
+    }
     if args.no_children {
         cmd.env("VRAMTRACE_CHILDREN", "0");
     }

@@ -78,6 +78,15 @@ impl<K: Copy + Eq + Hash> DeviceUsage<K> {
         }
     }
 
+    /// The peak counts from now on (`torch.cuda.reset_peak_memory_stats` for this
+    /// usage): the bytes held now, at time `t`, are the peak so far.
+    pub fn restart_peak(&mut self, t: u64) {
+        self.peak_reserved = self.reserved;
+        self.peak_t = t;
+        self.peak_groups = self.groups.clone();
+        self.peak_pending = false;
+    }
+
     /// Copies the live groups into the peak groups if the peak is the current state.
     pub fn settle_peak(&mut self) {
         if self.peak_pending {

@@ -50,6 +50,18 @@ pub struct DeviceLayers {
 }
 
 impl Layers {
+    /// The peaks count from time `t` (ns since the trace start): what is held now is the
+    /// peak so far.
+    pub fn restart_peaks(&mut self, t: u64) {
+        for d in self.devices.values_mut() {
+            d.peak_allocated = d.allocated;
+            d.peak_device = d.device;
+        }
+        for u in self.tensors.values_mut() {
+            u.restart_peak(t);
+        }
+    }
+
     fn device(&mut self, dev: i32) -> &mut DeviceLayers {
         self.devices.entry(dev).or_default()
     }

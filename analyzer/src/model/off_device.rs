@@ -34,6 +34,11 @@ impl OffDevice {
         }
     }
 
+    /// The peaks count from now on: what each location holds now is its peak so far.
+    pub fn restart_peaks(&mut self) {
+        self.peak.clone_from(&self.now);
+    }
+
     /// Every location that held memory, in `Location` order (host first, managed last).
     pub fn locations(&self) -> impl Iterator<Item = LocationBytes> + '_ {
         self.peak.iter().map(|(&location, &peak)| LocationBytes {

@@ -302,6 +302,18 @@ impl ProcessModel {
     }
 
     /// What the last applied event did to the live tensors (the allocated layer).
+    /// Every peak counts from the process's last event on (`torch.cuda.reset_peak_memory_stats`
+    /// for each layer and device): what it holds now is its peak so far.
+    pub fn restart_peaks(&mut self) {
+        let t = self.last_t;
+        for d in self.devices.values_mut() {
+            d.restart_peak(t);
+        }
+        self.layers.restart_peaks(t);
+        self.peak_pinned_host = self.pinned_host;
+        self.off_device.restart_peaks();
+    }
+
     pub fn tensor_changes(&self) -> &[Change] {
         self.layers.changes()
     }

@@ -146,6 +146,13 @@ impl RunDevices {
         v
     }
 
+    /// The peaks count from run time `t`: what each device holds now is its peak so far.
+    pub fn restart_peaks(&mut self, t: u64) {
+        for (_, d) in &mut self.devices {
+            d.restart_peak(t);
+        }
+    }
+
     pub fn finish(&mut self) {
         for (_, d) in &mut self.devices {
             d.settle_peak();

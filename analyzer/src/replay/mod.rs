@@ -81,6 +81,10 @@ const READ_AHEAD: usize = 1 << 20;
 pub struct LoadOptions {
     /// Replay only events at or before this run time: the state is then the state at it.
     pub until: Option<u64>,
+    /// Count peaks only from this run time on: the state before it is replayed, and what
+    /// is held at it is the peak so far (as after `torch.cuda.reset_peak_memory_stats`).
+    /// With `until`, the peaks are those of the stretch between (`check --phase`).
+    pub peaks_from: Option<u64>,
 }
 
 struct Source {
@@ -274,6 +278,7 @@ impl Run {
                 .filter(|x| matches!(x.events, Events::Beside(_)))
                 .map(|x| x.process),
         );
+        let mut peaks_restarted = false;
         while let Some(Reverse((time, what, s))) = queue.pop() {
             // An end is queued with its process; an event with its source.
             let i = if what == ends::END {
@@ -286,6 +291,10 @@ impl Run {
             }
             if options.until.is_some_and(|u| time > u) {
                 continue;
+            }
+            if !peaks_restarted && options.peaks_from.is_some_and(|from| time >= from) {
+                peaks_restarted = true;
+                run.restart_peaks(time);
             }
             if what == ends::START {
                 if let Some(t) = run.pull(&mut sources, s) {
@@ -406,6 +415,16 @@ impl Run {
             tensors: &self.tensors,
             ended: false,
         });
+    }
+
+    /// [`LoadOptions::peaks_from`] reached at run time `time`: every peak, of every process
+    /// and of the run's devices, counts from here.
+    fn restart_peaks(&mut self, time: u64) {
+        for p in &mut self.processes {
+            p.restart_peaks();
+        }
+        self.devices.restart_peaks(time);
+        self.tensors.restart_peaks(time);
     }
 
     /// Reads the next event of source `i` into it; returns its run time.

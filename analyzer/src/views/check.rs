@@ -31,6 +31,8 @@ pub struct Limits {
     pub device: Option<String>,
     /// Most growth of the peak over the baseline's, in percent.
     pub max_growth_percent: Option<f64>,
+    /// The run was replayed for this phase's peaks only (`check --phase`).
+    pub phase: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -39,6 +41,8 @@ pub struct CheckView {
     pub version: u32,
     /// The layer of the peak limits.
     pub layer: CheckLayer,
+    /// The phase the peaks are of (`--phase`); null: the whole run.
+    pub phase: Option<String>,
     pub checks: Vec<Check>,
     /// How many checks broke their limit.
     pub broken: usize,
@@ -154,8 +158,9 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
     let mut checks = Vec::new();
     let device = limits.device.as_deref();
     if let Some(max) = limits.max_peak {
+        let within = limits.phase.as_deref().map(|p| format!(" in phase {p:?}"));
         for g in &gpus {
-            checks.push(max_peak(g, layer, max));
+            checks.push(max_peak(g, layer, max, within.as_deref().unwrap_or("")));
         }
         if gpus.is_empty() {
             checks.push(no_gpu("max_peak", max as f64, device));
@@ -196,12 +201,14 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
         format: "vramtrace-check",
         version: super::JSON_VERSION,
         layer,
+        phase: limits.phase.clone(),
         broken: checks.iter().filter(|c| c.broken).count(),
         checks,
     }
 }
 
-fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64) -> Check {
+/// `within`: where the peak was taken, as words after its layer (` in phase "load"`), or "".
+fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64, within: &str) -> Check {
     let words = layer_words(layer);
     let Some(peak) = peak_at_figures(&g.figures, layer) else {
         return Check {
@@ -222,7 +229,7 @@ fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64) -> Check {
     let call_site = broken.then(|| top_of(g)).flatten();
     let message = if broken {
         format!(
-            "{}: peak {} ({words}) is over --max-peak {} by {}{}",
+            "{}: peak {} ({words}){within} is over --max-peak {} by {}{}",
             g.gpu,
             bytes(peak),
             bytes(max),
@@ -234,7 +241,7 @@ fn max_peak(g: &GpuFigures, layer: CheckLayer, max: u64) -> Check {
         )
     } else {
         format!(
-            "{}: peak {} ({words}) is within --max-peak {}",
+            "{}: peak {} ({words}){within} is within --max-peak {}",
             g.gpu,
             bytes(peak),
             bytes(max)

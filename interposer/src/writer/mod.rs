@@ -108,6 +108,20 @@ impl Writer {
         }
     }
 
+    /// Writes everything queued (`vramtrace_flush`).
+    pub fn flush_all(&mut self) {
+        self.flush(None);
+    }
+
+    /// The trace's path: `None` before anything was written, `Err` once writing failed.
+    pub fn trace_path(&self) -> Option<Result<&std::ffi::CStr, ()>> {
+        match &self.state {
+            State::Unopened => None,
+            State::Open(file) => Some(Ok(file.path())),
+            State::Failed => Some(Err(())),
+        }
+    }
+
     /// In a forked child: the file, the stacks and the counts are the parent's; the
     /// child's trace starts afresh with its first event.
     pub fn reset_in_child(&mut self) {
