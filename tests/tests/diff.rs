@@ -140,3 +140,87 @@ fn phases_are_compared_by_name_and_occurrence_with_their_exact_difference() {
         "{phases:?}"
     );
 }
+
+/// The JSON a report page embeds for its script (`<script id="vt-data">`).
+fn embedded(page: &str) -> Value {
+    let start = page
+        .find("id=\"vt-data\">")
+        .expect("the page embeds its data")
+        + 13;
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end]).unwrap()
+}
+
+#[test]
+fn report_with_a_baseline_draws_both_runs_and_says_what_grew() {
+    let a = run_sim("grow", &["64", "32"], &[], &[]);
+    let b = run_sim("grow", &["64", "48"], &[], &[]);
+    for run in [&a, &b] {
+        assert!(run.output.status.success(), "{}", run.stderr());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("page.html");
+    let out = Command::new(vramtrace())
+        .args(["report", "-o"])
+        .arg(&page)
+        .arg("--baseline")
+        .arg(a.dir.path())
+        .arg(b.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&page).unwrap();
+
+    // Both runs' reserved lines on GPU 0's plot, each reaching its workload's own peak.
+    let data = embedded(&page);
+    let lines = data["devices"][0]["lines"].as_array().unwrap();
+    let most = |name: &str| {
+        let line = lines
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("a line {name:?} in {lines:?}"));
+        line["b"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .max()
+    };
+    assert_eq!(most("reserved"), Some(peak(&b)));
+    assert_eq!(most("reserved, baseline"), Some(peak(&a)));
+
+    // The verdict against the baseline, by the workloads' own figures.
+    let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1 << 20) as f64);
+    let want = format!(
+        "GPU 0: B&#39;s peak is {} (17%) higher than A&#39;s: {} against {}",
+        mib(peak(&b) - peak(&a)),
+        mib(peak(&b)),
+        mib(peak(&a))
+    );
+    let section = &page[page.find("id=\"vt-baseline\"").expect("a baseline section")..];
+    assert!(
+        section.contains(&want),
+        "{want:?} in {}",
+        &section[..section.len().min(2000)]
+    );
+    assert!(
+        section.contains("forward_activations"),
+        "{}",
+        &section[..600]
+    );
+    // Without --baseline the page has neither.
+    let plain = dir.path().join("plain.html");
+    let out = Command::new(vramtrace())
+        .args(["report", "-o"])
+        .arg(&plain)
+        .arg(b.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let plain = std::fs::read_to_string(&plain).unwrap();
+    assert!(!plain.contains("vt-baseline") && !plain.contains("reserved, baseline"));
+}

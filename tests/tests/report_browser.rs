@@ -246,3 +246,28 @@ pickle.dump({"segments": [segment], "device_traces": [[alloc]]}, open(sys.argv[1
     );
     assert!(c.dom.contains("allocated, pid"), "the legend names it");
 }
+
+/// `report --baseline`: the baseline's lines join the plot (the hover reads them), and
+/// the page's first screen still holds the verdict and the plot.
+#[test]
+fn a_report_with_a_baseline_draws_it_on_the_plot_and_reads_it_on_hover() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    // The demo on a larger card (it fits), against the demo that runs out of memory.
+    let a = run_sim("demo", &[], &["--sim-capacity", "40GiB"], &[]);
+    let b = run_sim("demo", &[], &["--sim-capacity", "24GiB"], &[]);
+    let html = b.dir.path().join("against.html");
+    b.view(&[
+        "report",
+        "-o",
+        html.to_str().expect("a UTF-8 path"),
+        "--baseline",
+        a.dir.path().to_str().expect("a UTF-8 path"),
+    ]);
+    let c = check(browser, &html, "baseline");
+    assert_first_screen_and_interaction(&c, 1);
+    let hover = c.selftest["devices"][0]["hover"].as_str().unwrap();
+    assert!(hover.contains("reserved, baseline"), "{hover}");
+    assert!(c.dom.contains("Against the baseline"));
+}

@@ -25,7 +25,7 @@ fn layer_words(layer: &str) -> &'static str {
 }
 
 /// The one line a reader needs first.
-fn verdict(d: &DeviceDiff) -> String {
+pub fn verdict(d: &DeviceDiff) -> String {
     let layer = d.layer;
     let (a, b) = (d.a.peak_bytes, d.b.peak_bytes);
     let diff = d.difference.peak_bytes;

@@ -32,12 +32,30 @@ const PROCESS_COLORS: &[&str] = &[
 
 /// The colour of a layer's line.
 pub fn color(line: &Line, i: usize) -> &'static str {
+    if line.baseline {
+        // The same hue as this run's line of the layer, lighter.
+        return match line.layer {
+            "allocated" => "#98df8a",
+            _ => "#9ecae1",
+        };
+    }
     match (line.layer, line.who.as_str()) {
         ("device", _) => "#7f7f7f",
         ("reserved", "all processes") => "#1f77b4",
         ("reserved", _) => PROCESS_COLORS[(i + 1) % PROCESS_COLORS.len()],
         ("allocated", _) => "#2ca02c",
         _ => "#ff7f0e",
+    }
+}
+
+/// A line's dashes: NVML's device line dotted, a baseline's lines dashed.
+fn dash(line: &Line) -> &'static str {
+    if line.baseline {
+        " stroke-dasharray=\"7 3\""
+    } else if line.layer == "device" {
+        " stroke-dasharray=\"4 2\""
+    } else {
+        ""
     }
 }
 
@@ -211,11 +229,7 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
             let _ = write!(pts, "{xt:.1},{yb:.1} ");
             last_y = Some(yb);
         }
-        let dash = if line.layer == "device" {
-            " stroke-dasharray=\"4 2\""
-        } else {
-            ""
-        };
+        let dash = dash(line);
         // The last value holds to the end of the run.
         if let (Some(ly), Some(&(t, _))) = (last_y, line.points.last()) {
             if (t as f64) < t_end || timeless {
@@ -267,21 +281,16 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
 fn legend(o: &mut String, p: &DevicePlot) {
     let mut x = W - RIGHT;
     // Right-aligned, last first: each entry's width from its text's length.
-    let mut entries: Vec<(String, &str, bool)> = p
+    let mut entries: Vec<(String, &str, &str)> = p
         .lines
         .iter()
         .enumerate()
-        .map(|(i, l)| (name(l), color(l, i), l.layer == "device"))
+        .map(|(i, l)| (name(l), color(l, i), dash(l)))
         .collect();
     entries.reverse();
-    for (text, c, dashed) in entries {
+    for (text, c, dash) in entries {
         let w = 6.2 * text.chars().count().min(40) as f64 + 30.0;
         x -= w;
-        let dash = if dashed {
-            " stroke-dasharray=\"4 2\""
-        } else {
-            ""
-        };
         let _ = write!(
             o,
             "<line x1=\"{x:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"{c}\" stroke-width=\"2\"{dash}/><text x=\"{:.1}\" y=\"16\">{}</text>",
@@ -474,6 +483,7 @@ mod tests {
             layer,
             who: "all processes".into(),
             points: vec![(0, 0), (1_000, most)],
+            baseline: false,
         }
     }
 

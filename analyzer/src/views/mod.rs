@@ -1,6 +1,7 @@
 //! Views: what a person asks of a run, computed from the replay. Each is a plain value
 //! (serialisable as the `--json` output, keys in docs/json.md); `render/` formats them.
 
+pub mod baseline;
 pub mod categories;
 pub mod check;
 pub mod diff;

@@ -52,6 +52,8 @@ pub struct Line {
     pub who: String,
     /// (bucket start, most bytes in the bucket)
     pub points: Vec<(u64, u64)>,
+    /// Another run's line, drawn for comparison (`report --baseline`).
+    pub baseline: bool,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -124,6 +126,7 @@ fn device(
             layer: s.layer,
             who: who(s, summary),
             points: merged(s),
+            baseline: false,
         })
         .collect();
     let run_device = summary

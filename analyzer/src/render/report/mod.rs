@@ -9,6 +9,7 @@
 //! checks the page itself and writes what it found into `#vt-selftest`, for a headless
 //! browser to read back (analyzer/tests/report_browser.rs).
 
+mod baseline;
 mod data;
 mod flamegraphs;
 mod rank_spread;
@@ -35,6 +36,8 @@ pub struct Report<'a> {
     pub summary: &'a Summary,
     pub oom: &'a OomView,
     pub leaks: &'a Leaks,
+    /// `--baseline`: the run compared with, drawn on the plots.
+    pub baseline: Option<&'a crate::views::baseline::Baseline>,
 }
 
 /// How much of the run a page carries.
@@ -105,6 +108,7 @@ fn render(r: &Report, budget: Budget, cut: bool) -> String {
     let mut notes = Vec::new();
     sections::header(&mut o, r);
     sections::verdict(&mut o, v, r.oom);
+    baseline::section(&mut o, r, &mut notes);
     sections::devices(&mut o, r, budget.plots, &mut notes);
     sections::ranks(&mut o, s, v, &mut notes);
     flamegraphs::failures(&mut o, r, budget, &mut notes);
