@@ -73,6 +73,13 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         &["-I../interposer/include"],
     ),
     (
+        "tagged_pool",
+        "tagged_pool.c",
+        "tagged-pool",
+        Link::DynamicRuntime,
+        &["-I../interposer/include", "-lpthread"],
+    ),
+    (
         "callchain",
         "callchain.c",
         "callchain",

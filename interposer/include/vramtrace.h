@@ -16,12 +16,16 @@
  *         pool_cache(p, ptr);                                      // kept reserved for reuse
  *     }
  *     vramtrace_marker_hint("optimizer step");
+ *     vramtrace_category_begin_hint("optimizer_state");   // blocks of this thread, until _end
+ *     adam_init_moments(p);
+ *     vramtrace_category_end_hint("optimizer_state");
  */
 #ifndef VRAMTRACE_H
 #define VRAMTRACE_H
 
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +73,22 @@ static inline void vramtrace_marker_hint(const char *name) {
         looked = 1;
     }
     if (f) f(name);
+}
+
+/* Blocks this thread hands out from here to the matching _end are of `category`:
+ * "parameters", "gradients", "optimizer_state", "activations" or "other" (the views'
+ * categories; any other name is a plain marker). Ranges nest; each thread has its own.
+ * They are the markers "category:NAME" and "/category:NAME". */
+static inline void vramtrace_category_begin_hint(const char *category) {
+    char name[64];
+    snprintf(name, sizeof name, "category:%s", category);
+    vramtrace_marker_hint(name);
+}
+
+static inline void vramtrace_category_end_hint(const char *category) {
+    char name[64];
+    snprintf(name, sizeof name, "/category:%s", category);
+    vramtrace_marker_hint(name);
 }
 
 /* Writes everything recorded so far and copies the trace's path (NUL-terminated) into

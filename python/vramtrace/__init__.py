@@ -11,6 +11,8 @@ nothing, so a script can keep them in every run::
         loss = model(batch)
 
 A phase is two markers: ``NAME`` when it begins and ``/NAME`` when it ends.
+``with vramtrace.category("optimizer_state"):`` names what the tensors an allocator
+annotates inside are for (a phase ``category:NAME``).
 
 ``flush`` writes the trace so far and gives its path, to read it while the program runs
 (the pytest plugin, ``vramtrace.pytest_plugin``, checks each marked test's peak that way).
@@ -19,7 +21,10 @@ A phase is two markers: ``NAME`` when it begins and ``/NAME`` when it ends.
 import contextlib
 import ctypes
 
-__all__ = ["mark", "phase", "active", "flush"]
+__all__ = ["mark", "phase", "category", "active", "flush"]
+
+# The categories a program may name for its tensors (docs/json.md, Tensor categories).
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "other")
 
 
 def _lookup(name, argtypes, restype):
@@ -57,6 +62,14 @@ def phase(name):
         yield
     finally:
         mark("/" + str(name))
+
+
+def category(name):
+    """A category range: the tensors this thread's allocator annotates inside it are of
+    ``name`` (one of ``CATEGORIES``). The markers ``category:NAME`` and ``/category:NAME``."""
+    if name not in CATEGORIES:
+        raise ValueError("vramtrace.category: %r is not one of %s" % (name, ", ".join(CATEGORIES)))
+    return phase("category:" + name)
 
 
 def flush():

@@ -33,6 +33,7 @@ impl Block {
         GroupKey {
             api: self.api,
             stack: self.stack,
+            category: None,
         }
     }
 }
@@ -42,4 +43,7 @@ impl Block {
 pub struct GroupKey {
     pub api: Api,
     pub stack: u64,
+    /// The category the program named for it (a category range open when it was
+    /// allocated); `None`: not named, its stack's if any.
+    pub category: Option<super::Category>,
 }

@@ -76,6 +76,8 @@ pub struct TensorCategories {
     pub recorded_partly: bool,
     /// A snapshot fed the process: its tensors have categories, if only "not known".
     pub from_snapshot: bool,
+    /// The program named categories itself, with ranges ([`CategoryRanges`]).
+    pub annotated: bool,
 }
 
 impl TensorCategories {
@@ -85,6 +87,7 @@ impl TensorCategories {
         self.recorded.extend(other.recorded);
         self.recorded_partly |= other.recorded_partly;
         self.from_snapshot |= other.from_snapshot;
+        self.annotated |= other.annotated;
     }
 }
 
@@ -98,5 +101,100 @@ impl Category {
         ]
         .into_iter()
         .find(|c| c.name() == name)
+    }
+}
+
+/// The marker that opens a category range (`category:parameters`); `/category:NAME`
+/// closes it. Tensors (blocks) a thread allocates inside are of that category.
+pub const RANGE_PREFIX: &str = "category:";
+
+/// Ranges open per thread, innermost last, at most this deep: a program that opens ranges
+/// and never closes them keeps the outer ones.
+const MOST_NESTED: usize = 64;
+/// Threads with a range open at once, at most: a hostile trace's millions of threads each
+/// opening one would otherwise grow the map without end.
+const MOST_THREADS: usize = 65_536;
+
+/// The category ranges open in a process: markers `category:NAME` ... `/category:NAME`
+/// on one thread, from C and C++ through the annotation API (`vramtrace.h`'s
+/// `vramtrace_category_begin_hint`), as from Python.
+#[derive(Clone, Debug, Default)]
+pub struct CategoryRanges {
+    open: Map<u32, Vec<Category>>,
+}
+
+impl CategoryRanges {
+    /// A marker `name` on thread `tid`; whether it opened or closed a category range.
+    pub fn marker(&mut self, tid: u32, name: &str) -> bool {
+        if let Some(c) = name
+            .strip_prefix('/')
+            .and_then(|n| n.strip_prefix(RANGE_PREFIX))
+        {
+            let Some(c) = Category::named(c) else {
+                return false;
+            };
+            if let Some(open) = self.open.get_mut(&tid) {
+                // The innermost range of that category closes (an unmatched close does nothing).
+                if let Some(i) = open.iter().rposition(|&x| x == c) {
+                    open.remove(i);
+                }
+                if open.is_empty() {
+                    self.open.remove(&tid);
+                }
+            }
+            return true;
+        }
+        let Some(c) = name.strip_prefix(RANGE_PREFIX).and_then(Category::named) else {
+            return false;
+        };
+        if self.open.len() >= MOST_THREADS && !self.open.contains_key(&tid) {
+            return true;
+        }
+        let open = self.open.entry(tid).or_default();
+        if open.len() < MOST_NESTED {
+            open.push(c);
+        }
+        true
+    }
+
+    /// The category of what thread `tid` allocates now: its innermost open range's.
+    pub fn current(&self, tid: u32) -> Option<Category> {
+        self.open.get(&tid).and_then(|o| o.last().copied())
+    }
+}
+
+impl Category {
+    /// A category a program may name: the JSON's names, but `unknown`.
+    fn named(name: &str) -> Option<Category> {
+        Category::ALL
+            .into_iter()
+            .filter(|c| *c != Category::Unknown)
+            .find(|c| c.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_nest_per_thread_and_close_by_name() {
+        let mut r = CategoryRanges::default();
+        assert!(r.marker(1, "category:parameters"));
+        assert!(r.marker(1, "category:optimizer_state"));
+        assert!(r.marker(2, "category:activations"));
+        assert_eq!(r.current(1), Some(Category::OptimizerState));
+        assert_eq!(r.current(2), Some(Category::Activations));
+        assert!(r.marker(1, "/category:optimizer_state"));
+        assert_eq!(r.current(1), Some(Category::Parameters));
+        // Not a category: a plain marker, nothing changes.
+        assert!(!r.marker(1, "category:weights"));
+        assert!(!r.marker(1, "forward"));
+        assert!(!r.marker(1, "category:unknown"));
+        assert!(r.marker(1, "/category:parameters"));
+        assert_eq!(r.current(1), None);
+        // A close of nothing open does nothing.
+        assert!(r.marker(3, "/category:gradients"));
+        assert_eq!(r.current(3), None);
     }
 }

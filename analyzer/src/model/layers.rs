@@ -258,6 +258,7 @@ mod tests {
         let key = GroupKey {
             api: vramtrace_schema::Api::VramtraceBlockAlloc,
             stack: 0,
+            category: None,
         };
         l.block_alloc(1, 0, 10, 512, 500, key);
         l.block_alloc(2, 0, 600, 1024, 1000, key);

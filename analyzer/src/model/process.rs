@@ -1,7 +1,7 @@
 //! One process's replay.
 
 use super::block::{Block, GroupKey};
-use super::category::TensorCategories;
+use super::category::{CategoryRanges, TensorCategories};
 use super::device::DeviceUsage;
 use super::failure::{
     largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
@@ -67,6 +67,8 @@ pub struct ProcessModel {
     /// Whether PyTorch's expandable segments were on: a snapshot's settings or segments,
     /// a trace's `PYTORCH_CUDA_ALLOC_CONF`; `None` where neither says.
     pub expandable_segments: Option<bool>,
+    /// Category ranges open now (markers `category:NAME`).
+    ranges: CategoryRanges,
     live: Map<u64, Block>,
     /// Addresses allocated again before their free was seen: frees still owed to blocks
     /// already replaced.
@@ -100,6 +102,7 @@ impl ProcessModel {
             windows: BTreeMap::new(),
             allocator_ends: BTreeMap::new(),
             expandable_segments,
+            ranges: CategoryRanges::default(),
             live: Map::default(),
             replaced: Map::default(),
             physical: PhysicalTracker::default(),
@@ -165,8 +168,15 @@ impl ProcessModel {
                 GroupKey {
                     api: e.api,
                     stack: e.stack,
+                    category: self.ranges.current(e.tid),
                 },
             ),
+            Op::Marker => {
+                let name = e.handle.and_then(|h| self.names.get(&h));
+                if name.is_some_and(|n| self.ranges.marker(e.tid, n)) {
+                    self.categories.annotated = true;
+                }
+            }
             Op::BlockFree => self.layers.block_free(e.addr),
             Op::DeviceSample if e.ok() => self.layers.device_sample(e.dev, e.size),
             _ => {}

@@ -432,7 +432,22 @@ impl Run {
         let source = &mut sources[s];
         let i = source.process;
         let next = match &mut source.events {
-            Events::Trace(reader) => reader.next_event(),
+            Events::Trace(reader) => {
+                let next = reader.next_event();
+                // The model learns a marker's name with its event (the reader has read
+                // the name's record before it): a category range is a marker.
+                if let Ok(Some(e)) = &next {
+                    if let (vramtrace_schema::Op::Marker, Some(h)) = (e.api.op(), e.handle) {
+                        if let Some(name) = reader.names.get(&h) {
+                            self.processes[i]
+                                .names
+                                .entry(h)
+                                .or_insert_with(|| name.clone());
+                        }
+                    }
+                }
+                next
+            }
             Events::Snapshot(snap) => Ok(snap.next_event()),
             Events::Beside(b) => Ok(b.next_event()),
         };

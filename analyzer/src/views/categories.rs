@@ -16,7 +16,8 @@ pub struct Categories {
     /// gradients and optimizer state that the program's modules and optimizers held
     /// when the PyTorch hook wrote its snapshot, the rest inferred); `recorded_in_part`
     /// (so, but the hook did not see them all: its walk stopped, or an object could not
-    /// be read).
+    /// be read); `annotated` (the program named them with category ranges, markers
+    /// `category:NAME` ... `/category:NAME`, the rest inferred).
     pub known_by: &'static str,
     /// Every category in order, those of no tensor too; they sum to the layer's figure.
     pub split: Vec<CategoryBytes>,
@@ -29,17 +30,33 @@ pub struct CategoryBytes {
     pub tensors: u64,
 }
 
-/// Whether `p`'s tensors have categories: a snapshot's, or a trace's joined by one.
+/// Whether `p`'s tensors have categories: a snapshot's, a trace's joined by one, or a
+/// program's that named them with category ranges.
 fn known(p: &ProcessModel) -> bool {
-    p.categories.from_snapshot || p.header.interposer == SNAPSHOT_INTERPOSER
+    p.categories.from_snapshot
+        || p.categories.annotated
+        || p.header.interposer == SNAPSHOT_INTERPOSER
 }
 
-fn category_of(p: &ProcessModel, stack: u64) -> Category {
-    p.categories
-        .by_stack
-        .get(&stack)
-        .copied()
-        .unwrap_or(Category::Unknown)
+/// The category of a group: the one the program named (a range open when it was
+/// allocated), else its stack's.
+fn category_of(p: &ProcessModel, key: &GroupKey) -> Category {
+    key.category.unwrap_or_else(|| {
+        p.categories
+            .by_stack
+            .get(&key.stack)
+            .copied()
+            .unwrap_or(Category::Unknown)
+    })
+}
+
+/// How a split read from `p` is known where no record says more.
+fn known_by(p: &ProcessModel) -> &'static str {
+    if p.categories.annotated {
+        "annotated"
+    } else {
+        "inferred"
+    }
 }
 
 /// How a text says the categories are known: `inferred from their frames`.
@@ -47,13 +64,9 @@ pub fn how(c: &Categories) -> &'static str {
     match c.known_by {
         "recorded" => "recorded from the program's modules and optimizers, the rest inferred from frames",
         "recorded_in_part" => "recorded in part from the program's modules and optimizers (the hook did not see them all), the rest inferred from frames",
+        "annotated" => "named by the program's own category ranges (markers category:NAME); the rest by their frames where those say, else not known",
         _ => "inferred from their frames",
     }
-}
-
-/// The split of tensors given as (category, bytes, how many).
-fn split(tensors: impl Iterator<Item = (Category, u64, u64)>) -> Categories {
-    split_known_by(tensors, "inferred")
 }
 
 fn split_known_by(
@@ -82,9 +95,12 @@ pub fn of_groups(p: &ProcessModel, groups: &Map<GroupKey, GroupBytes>) -> Option
     if !known(p) || groups.is_empty() {
         return None;
     }
-    Some(split(groups.iter().map(|(key, g)| {
-        (category_of(p, key.stack), g.bytes, g.blocks)
-    })))
+    Some(split_known_by(
+        groups
+            .iter()
+            .map(|(key, g)| (category_of(p, key), g.bytes, g.blocks)),
+        known_by(p),
+    ))
 }
 
 /// The same for a run device's groups (every process on it): known where any of its
@@ -94,10 +110,14 @@ pub fn of_run_groups(run: &Run, groups: &Map<RunGroupKey, GroupBytes>) -> Option
     if groups.is_empty() || !processes().any(known) {
         return None;
     }
-    Some(split(groups.iter().map(|((p, key), g)| {
-        let category = category_of(&run.processes[*p], key.stack);
-        (category, g.bytes, g.blocks)
-    })))
+    let annotated = processes().any(|p| p.categories.annotated);
+    Some(split_known_by(
+        groups.iter().map(|((p, key), g)| {
+            let category = category_of(&run.processes[*p], key);
+            (category, g.bytes, g.blocks)
+        }),
+        if annotated { "annotated" } else { "inferred" },
+    ))
 }
 
 /// The split of the blocks live at the end on `dev`, in block bytes (as
@@ -109,7 +129,7 @@ pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
     }
     let recorded = &p.categories.recorded;
     let known_by = match (recorded.is_empty(), p.categories.recorded_partly) {
-        (true, _) => "inferred",
+        (true, _) => known_by(p),
         (false, false) => "recorded",
         (false, true) => "recorded_in_part",
     };
@@ -127,7 +147,7 @@ pub fn at_end(p: &ProcessModel, dev: i32) -> Option<Categories> {
 fn at_the_end(p: &ProcessModel, dev: i32, addr: u64, b: &LiveBlock) -> Category {
     match p.categories.recorded.get(&(dev, addr)) {
         Some(&(category, bytes)) if bytes == b.requested => category,
-        _ => category_of(p, b.key.stack),
+        _ => category_of(p, &b.key),
     }
 }
 

@@ -1,0 +1,133 @@
+//! Categories a C program names itself, with the category ranges of `vramtrace.h`: each
+//! category's bytes at the allocated layer's peak are the workload's own, ranges are per
+//! thread and nest, and a program that names none has no categories at all.
+
+use serde_json::Value;
+use vramtrace_tests::harness::run_sim;
+
+/// Bytes by category name of a `tensor_categories_*` object.
+fn split(c: &Value) -> Vec<(String, u64)> {
+    c["split"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["category"].as_str().unwrap().to_string(),
+                x["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_programs_category_ranges_name_its_tensors_at_the_peak() {
+    let run = run_sim("tagged_pool", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES ");
+    let summary = run.summary();
+    let device = &summary["processes"][0]["devices"][0];
+    let at_peak = &device["tensor_categories_at_peak"];
+    assert_eq!(at_peak["known_by"], "annotated", "{at_peak}");
+    let want: Vec<(String, u64)> = [
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "other",
+        "unknown",
+    ]
+    .iter()
+    .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
+    .collect();
+    assert_eq!(split(at_peak), want);
+    // The categories sum to the allocated layer's peak, as the workload held it all then.
+    let sum: u64 = want.iter().map(|x| x.1).sum();
+    assert_eq!(
+        device["peak_requested_bytes"].as_u64(),
+        Some(sum),
+        "{device}"
+    );
+    // Everything was given back: nothing of any category at the end.
+    let at_end = split(&device["tensor_categories_at_end"]);
+    assert!(at_end.iter().all(|x| x.1 == 0), "{at_end:?}");
+    // `peak --by category` lists them, largest first.
+    let text = run.view(&["peak", "--by", "category"]);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("optimizer state") || l.contains("parameters"))
+        .collect();
+    assert!(
+        rows.len() >= 2 && rows[0].contains("24.0 MiB") && rows[0].contains("optimizer state"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_program_that_names_no_category_has_none() {
+    let run = run_sim("caching_pool", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let device = &run.summary()["processes"][0]["devices"][0];
+    assert!(device["peak_requested_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(device["tensor_categories_at_peak"], Value::Null, "{device}");
+}
+
+/// The same from Python: `vramtrace.category` around an allocator's annotations.
+#[test]
+fn python_names_categories_with_vramtrace_category() {
+    let script = r#"
+import ctypes, vramtrace
+cuda = ctypes.CDLL("libcudart.so.12")
+lib = ctypes.CDLL(None)
+MiB = 1 << 20
+pool = ctypes.c_void_p()
+assert cuda.cudaMalloc(ctypes.byref(pool), ctypes.c_size_t(16 * MiB)) == 0
+def tensor(offset, n):
+    lib.vramtrace_block_alloc(ctypes.c_uint64(pool.value + offset), ctypes.c_uint64(n),
+                              ctypes.c_uint64(n), ctypes.c_int(0), None)
+with vramtrace.category("parameters"):
+    tensor(0, 3 * MiB)
+with vramtrace.category("optimizer_state"):
+    tensor(3 * MiB, 6 * MiB)
+tensor(9 * MiB, MiB)
+try:
+    vramtrace.category("weights")
+    print("no error")
+except ValueError as e:
+    print("ValueError:", e)
+"#;
+    let python = vramtrace_tests::harness::python();
+    let root = vramtrace_tests::pages::root().join("python");
+    let command = [
+        python.as_os_str(),
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new(script),
+    ];
+    let run = vramtrace_tests::harness::run_sim_command(
+        &command,
+        &["--no-torch"],
+        &[("PYTHONPATH", root.to_str().unwrap())],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    assert!(
+        String::from_utf8_lossy(&run.output.stdout)
+            .contains("ValueError: vramtrace.category: 'weights'"),
+        "{}",
+        String::from_utf8_lossy(&run.output.stdout)
+    );
+    let device = &run.summary()["processes"][0]["devices"][0];
+    let got = split(&device["tensor_categories_at_peak"]);
+    let mib = 1u64 << 20;
+    let want: Vec<(String, u64)> = [
+        ("parameters", 3 * mib),
+        ("gradients", 0),
+        ("optimizer_state", 6 * mib),
+        ("activations", 0),
+        ("other", 0),
+        ("unknown", mib),
+    ]
+    .iter()
+    .map(|(c, b)| (c.to_string(), *b))
+    .collect();
+    assert_eq!(got, want, "{device}");
+}

@@ -1,0 +1,91 @@
+/* A C program with its own allocator that names what its blocks are for, with the
+ * category ranges of interposer/include/vramtrace.h: a model's parameters, its
+ * activations (with a nested range of other tensors), gradients and the optimizer's two
+ * moments, one block named nothing, and one block a second thread allocates while the
+ * main thread's parameters range is open (ranges are per thread: not a parameter).
+ *
+ * Everything is live at once at the end of the step (the peak of the allocated layer);
+ * prints its truth, and one line
+ *   VRAMTRACE_CATEGORIES {"parameters":B,"gradients":B,"optimizer_state":B,
+ *                         "activations":B,"other":B,"unknown":B}
+ * with the requested bytes of each category at that peak. */
+#include "cuda_runtime_sim.h"
+#include "vramtrace.h"
+#include "wl.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define POOL (64 * MiB)
+
+enum { PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, OTHER, UNKNOWN, CATEGORIES };
+
+static uintptr_t pool;
+static size_t used;
+static uintptr_t live[32];
+static int nlive;
+/* Requested bytes live, by what this program meant each block for. */
+static unsigned long long held[CATEGORIES];
+
+/* A block of `n` bytes, meant as `category` (the range the calling thread has open). */
+static void block(size_t n, int category) {
+    uintptr_t at = pool + used;
+    used += n;
+    vramtrace_block_alloc_hint((void *)at, n, n, 0, NULL);
+    truth_call("vramtrace_block_alloc", "block_alloc", 1, n);
+    live[nlive++] = at;
+    held[category] += n;
+}
+
+static void *second_thread(void *arg) {
+    (void)arg;
+    block(1 * MiB, UNKNOWN); /* this thread opened no range */
+    return NULL;
+}
+
+int main(void) {
+    truth_init("tagged-pool");
+    WL_CHECK(cudaSetDevice(0));
+    void *p;
+    WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&p, POOL)));
+    pool = (uintptr_t)p;
+
+    vramtrace_category_begin_hint("parameters");
+    block(8 * MiB, PARAMETERS);
+    pthread_t t;
+    pthread_create(&t, NULL, second_thread, NULL);
+    pthread_join(t, NULL);
+    block(4 * MiB, PARAMETERS);
+    vramtrace_category_end_hint("parameters");
+
+    vramtrace_category_begin_hint("activations");
+    block(5 * MiB, ACTIVATIONS);
+    vramtrace_category_begin_hint("other");
+    block(512 * 1024, OTHER);
+    vramtrace_category_end_hint("other");
+    block(1 * MiB, ACTIVATIONS);
+    vramtrace_category_end_hint("activations");
+
+    vramtrace_category_begin_hint("gradients");
+    block(12 * MiB, GRADIENTS);
+    vramtrace_category_end_hint("gradients");
+
+    vramtrace_category_begin_hint("optimizer_state");
+    block(12 * MiB, OPTIMIZER_STATE);
+    block(12 * MiB, OPTIMIZER_STATE);
+    vramtrace_category_end_hint("optimizer_state");
+
+    block(2 * MiB, UNKNOWN); /* named nothing */
+
+    printf("VRAMTRACE_CATEGORIES {\"parameters\":%llu,\"gradients\":%llu,\"optimizer_state\":%llu,"
+           "\"activations\":%llu,\"other\":%llu,\"unknown\":%llu}\n",
+           held[PARAMETERS], held[GRADIENTS], held[OPTIMIZER_STATE], held[ACTIVATIONS], held[OTHER],
+           held[UNKNOWN]);
+    fflush(stdout);
+    for (int i = 0; i < nlive; i++) {
+        vramtrace_block_free_hint((void *)live[i], 0, NULL);
+        truth_call("vramtrace_block_free", "block_free", 1, 0);
+    }
+    WL_CHECK(WL_FREE("cudaFree", 0, POOL, cudaFree(p)));
+    return 0;
+}
