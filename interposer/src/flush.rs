@@ -1,6 +1,7 @@
 //! `vramtrace_flush`: the program asks for its trace so far, to read it while it runs (the
 //! pytest plugin checks each test's peak this way). Everything recorded before the call
-//! is written; the trace's path is handed back.
+//! is written; the trace's path is handed back. Not for a signal handler (it takes the
+//! writer's lock).
 #![allow(clippy::missing_safety_doc)]
 
 use crate::writer;
@@ -17,11 +18,7 @@ pub unsafe extern "C" fn vramtrace_flush(path: *mut c_char, len: usize) -> isize
         // writer cannot be taken again here.
         return -1;
     }
-    let found = std::panic::catch_unwind(|| {
-        let mut w = writer::lock();
-        w.flush_all();
-        w.trace_path().map(|p| p.map(|p| p.to_bytes().to_vec()))
-    });
+    let found = std::panic::catch_unwind(writer::flush_to_now);
     match found {
         Ok(Some(Ok(p))) => {
             if !path.is_null() && p.len() < len {

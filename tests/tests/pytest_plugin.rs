@@ -30,8 +30,17 @@ def malloc(n):
 def free(p):
     assert cuda.cudaFree(p) == 0
 
+@pytest.mark.vram_limit("4 MiB")
+def test_marked_before_any_gpu_use():
+    pass
+
 def test_unmarked_may_hold_anything():
     free(malloc(64 * MiB))
+
+def test_marks_more_than_the_views_keep():
+    import vramtrace
+    for _ in range(10001):
+        vramtrace.mark("step")
 
 @pytest.mark.vram_limit("4 MiB")
 def test_over_by_its_own():
@@ -55,6 +64,11 @@ def test_at_the_limit_with_what_was_held():
 @pytest.mark.vram_limit(4194304, layer="reserved")
 def test_within_by_bytes_and_layer():
     pass
+
+@pytest.mark.vram_limit("5 MiB")
+@pytest.mark.vram_limit("4 MiB")
+def test_over_the_tighter_of_two_limits():
+    free(malloc(2 * MiB))
 "#;
 
 /// Tests whose tensors are blocks of one 16 MiB pool, annotated as a caching allocator
@@ -90,6 +104,25 @@ def test_tensors_within_a_larger_pool():
 def test_pool_over_at_the_reserved_layer():
     tensor(0, MiB)
     free(0)
+"#;
+
+/// Tests of a program that uses torch (the stand-in) under vramtrace: the allocated layer
+/// is torch's own figure, the reserved one the trace's.
+const TORCH_TRACED: &str = r#"
+import ctypes, pytest, torch
+cuda = ctypes.CDLL("libcudart.so.12")
+MiB = 1 << 20
+
+@pytest.mark.vram_limit("4 MiB")
+def test_over_by_torch_under_vramtrace():
+    torch.cuda._alloc(8 * MiB)
+    torch.cuda._free(8 * MiB)
+
+@pytest.mark.vram_limit("4 MiB", layer="reserved")
+def test_reserved_by_the_trace():
+    p = ctypes.c_void_p()
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(8 * MiB)) == 0
+    assert cuda.cudaFree(p) == 0
 "#;
 
 /// Tests for a run without vramtrace.
@@ -183,10 +216,11 @@ fn expect(got: &BTreeMap<String, String>, want: &[(&str, &str)], out: &Output) {
 /// `python -m pytest FILE` under `vramtrace run` on the simulated GPU, in `dir`.
 fn traced_pytest(dir: &Path, file: &str) -> Output {
     let traces = dir.join(format!("traces-{file}"));
+    let path = [root().join("python"), dir.join("standin")];
     let mut cmd = Command::new(vramtrace());
     clean_env(&mut cmd)
         .current_dir(dir)
-        .env("PYTHONPATH", root().join("python"))
+        .env("PYTHONPATH", std::env::join_paths(path).unwrap())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .args(["run", "--sim", "--no-torch", "-o"])
         .arg(&traces)
@@ -204,13 +238,16 @@ fn vram_limit_fails_exactly_the_tests_over_their_limit_under_vramtrace() {
     expect(
         &outcomes(&out),
         &[
+            ("test_marked_before_any_gpu_use", "PASSED"),
             ("test_unmarked_may_hold_anything", "PASSED"),
+            ("test_marks_more_than_the_views_keep", "PASSED"),
             ("test_over_by_its_own", "FAILED"),
             ("test_within_after_a_larger_test", "PASSED"),
             ("test_keeps_three_mib", "PASSED"),
             ("test_over_with_what_was_held", "FAILED"),
             ("test_at_the_limit_with_what_was_held", "PASSED"),
             ("test_within_by_bytes_and_layer", "PASSED"),
+            ("test_over_the_tighter_of_two_limits", "FAILED"),
         ],
         &out,
     );
@@ -242,6 +279,35 @@ fn vram_limit_fails_exactly_the_tests_over_their_limit_under_vramtrace() {
     for want in [
         "peak 6.0 MiB (allocated layer: tensors) in phase \"pytest test_pool.py::test_tensors_over\" is over --max-peak 4.0 MiB by 2.0 MiB",
         "peak 16.0 MiB (reserved layer) in phase \"pytest test_pool.py::test_pool_over_at_the_reserved_layer\"",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}");
+    }
+
+    // torch loaded: the allocated layer is torch's figure, the reserved the trace's.
+    write(
+        &dir.path().join("standin"),
+        "torch/__init__.py",
+        STANDIN_TORCH,
+    );
+    write(
+        &dir.path().join("standin"),
+        "torch/cuda/__init__.py",
+        STANDIN_CUDA,
+    );
+    write(dir.path(), "test_torch.py", TORCH_TRACED);
+    let out = traced_pytest(dir.path(), "test_torch.py");
+    expect(
+        &outcomes(&out),
+        &[
+            ("test_over_by_torch_under_vramtrace", "FAILED"),
+            ("test_reserved_by_the_trace", "FAILED"),
+        ],
+        &out,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "peak 8388608 bytes (allocated layer: torch.cuda.max_memory_allocated)",
+        "peak 8.0 MiB (reserved layer) in phase \"pytest test_torch.py::test_reserved_by_the_trace\"",
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }

@@ -7,8 +7,9 @@ use crate::render;
 use crate::replay::LoadOptions;
 use crate::units::parse_size;
 use crate::views::check::{self, CheckLayer, Limits};
-use crate::views::marks::{MarkWatch, MAX_MARKERS};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use vramtrace_schema::Op;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
@@ -115,39 +116,44 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
 
 /// The replay that gives the peaks of the last phase `name` of the run: one reading to
 /// find the phase's markers, whose times the second reading starts and stops its peaks at.
+/// Only the markers of that name are kept (a run marks any number of other points).
 fn phase_window(paths: &[PathBuf], name: &str) -> Result<Result<LoadOptions, i32>, String> {
-    let mut watch = MarkWatch::default();
-    let run = match common::load(paths, LoadOptions::default(), |step| watch.step(step))? {
-        Ok(run) => run,
-        Err(_) => return Ok(Err(2)),
-    };
-    let marks = watch.finish(&run);
-    let Some(phase) = marks.phases.iter().rev().find(|p| p.name == name) else {
-        let known: Vec<String> = marks
-            .phases
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .take(5)
-            .map(|n| format!("{n:?}"))
-            .collect();
-        let dropped = match marks.dropped {
-            0 => String::new(),
-            n => format!(" ({n} markers past the first {MAX_MARKERS} were not kept)"),
+    let close = format!("/{name}");
+    // Per process, the start of the phase open now; the last phase closed, of any process.
+    let mut open: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    let mut last: Option<(u64, u64)> = None;
+    let found = common::load(paths, LoadOptions::default(), |step| {
+        let e = step.event;
+        if step.ended || e.api.op() != Op::Marker {
+            return;
+        }
+        let Some(marker) = e.handle.and_then(|h| step.model.names.get(&h)) else {
+            return;
         };
-        eprintln!(
-            "vramtrace check: the run has no phase {name:?} (a marker {name:?} closed by {:?}){dropped}; {}",
-            format!("/{name}"),
-            match known.is_empty() {
-                true => "it has no phases".to_string(),
-                false => format!("its phases include {}", known.join(", ")),
+        if *marker == name {
+            // Nested phases of one name: each close ends the innermost (at most a few kept).
+            let starts = open.entry(step.process).or_default();
+            if starts.len() < 64 {
+                starts.push(step.time);
             }
+        } else if *marker == close {
+            if let Some(start) = open.get_mut(&step.process).and_then(Vec::pop) {
+                last = Some((start, step.time));
+            }
+        }
+    })?;
+    if found.is_err() {
+        return Ok(Err(2));
+    }
+    let Some((start, end)) = last else {
+        eprintln!(
+            "vramtrace check: the run has no phase {name:?} (a marker {name:?} closed by {:?} in one process)",
+            close
         );
         return Ok(Err(2));
     };
     Ok(Ok(LoadOptions {
-        until: Some(phase.end_ns),
-        peaks_from: Some(phase.start_ns),
+        until: Some(end),
+        peaks_from: Some(start),
     }))
 }

@@ -51,11 +51,12 @@ pub struct DeviceLayers {
 
 impl Layers {
     /// The peaks count from time `t` (ns since the trace start): what is held now is the
-    /// peak so far.
+    /// peak so far. The device layer is sampled: its last sample may be from before memory
+    /// was freed, so its peak is the first sample's from here on (none until one is taken).
     pub fn restart_peaks(&mut self, t: u64) {
         for d in self.devices.values_mut() {
             d.peak_allocated = d.allocated;
-            d.peak_device = d.device;
+            d.peak_device = None;
         }
         for u in self.tensors.values_mut() {
             u.restart_peak(t);

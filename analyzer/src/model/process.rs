@@ -311,11 +311,10 @@ impl ProcessModel {
         }
     }
 
-    /// What the last applied event did to the live tensors (the allocated layer).
-    /// Every peak counts from the process's last event on (`torch.cuda.reset_peak_memory_stats`
-    /// for each layer and device): what it holds now is its peak so far.
-    pub fn restart_peaks(&mut self) {
-        let t = self.last_t;
+    /// Every peak counts from time `t` (ns since the trace start) on, as after
+    /// `torch.cuda.reset_peak_memory_stats` for each layer and device: what it holds now
+    /// is its peak so far.
+    pub fn restart_peaks(&mut self, t: u64) {
         for d in self.devices.values_mut() {
             d.restart_peak(t);
         }
@@ -324,6 +323,7 @@ impl ProcessModel {
         self.off_device.restart_peaks();
     }
 
+    /// What the last applied event did to the live tensors (the allocated layer).
     pub fn tensor_changes(&self) -> &[Change] {
         self.layers.changes()
     }

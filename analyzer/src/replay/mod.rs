@@ -420,8 +420,8 @@ impl Run {
     /// [`LoadOptions::peaks_from`] reached at run time `time`: every peak, of every process
     /// and of the run's devices, counts from here.
     fn restart_peaks(&mut self, time: u64) {
-        for p in &mut self.processes {
-            p.restart_peaks();
+        for (p, origin) in self.processes.iter_mut().zip(&self.origins) {
+            p.restart_peaks(time.saturating_sub(*origin));
         }
         self.devices.restart_peaks(time);
         self.tensors.restart_peaks(time);

@@ -162,8 +162,23 @@ pub fn build(run: &Run, baseline: Option<&Run>, limits: &Limits) -> CheckView {
         for g in &gpus {
             checks.push(max_peak(g, layer, max, within.as_deref().unwrap_or("")));
         }
-        if gpus.is_empty() {
-            checks.push(no_gpu("max_peak", max as f64, device));
+        match (&limits.phase, gpus.is_empty(), device) {
+            // A phase of a run that has used no GPU yet (a test before the program's first
+            // CUDA call) held no GPU memory: that is a measurement, 0 B.
+            (Some(phase), true, None) => checks.push(Check {
+                limit: "max_peak",
+                gpu: None,
+                broken: false,
+                measured: Some(0.0),
+                allowed: max as f64,
+                call_site: None,
+                message: format!(
+                    "no GPU memory was held in phase {phase:?} (the run had used no GPU by the phase's end), within --max-peak {}",
+                    bytes(max)
+                ),
+            }),
+            (_, true, _) => checks.push(no_gpu("max_peak", max as f64, device)),
+            _ => {}
         }
     }
     if let Some(max) = limits.max_leaked {

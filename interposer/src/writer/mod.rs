@@ -69,6 +69,15 @@ pub fn flush() {
     lock().flush(None);
 }
 
+/// Writes every event timed before now, for the program that asks for its trace so far
+/// (`vramtrace_flush`), and says where it is. Cut at now, as the writer thread's flush is:
+/// another thread's events drained from a later shard are newer, and kept for the next.
+pub fn flush_to_now() -> Option<Result<Vec<u8>, ()>> {
+    let mut w = lock();
+    w.flush(Some(clock::now()));
+    w.trace_path().map(|p| p.map(|p| p.to_bytes().to_vec()))
+}
+
 /// The writer thread's periodic flush: writes the events timed before it started and
 /// keeps newer ones for the next flush. Draining 64 shards takes a while on a busy
 /// machine (the writer can be preempted half-way); without the cut, a shard drained late
@@ -108,13 +117,8 @@ impl Writer {
         }
     }
 
-    /// Writes everything queued (`vramtrace_flush`).
-    pub fn flush_all(&mut self) {
-        self.flush(None);
-    }
-
     /// The trace's path: `None` before anything was written, `Err` once writing failed.
-    pub fn trace_path(&self) -> Option<Result<&std::ffi::CStr, ()>> {
+    fn trace_path(&self) -> Option<Result<&std::ffi::CStr, ()>> {
         match &self.state {
             State::Unopened => None,
             State::Open(file) => Some(Ok(file.path())),
