@@ -272,7 +272,7 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         "demo.c",
         "demo",
         Link::DynamicRuntime,
-        &["-rdynamic"],
+        &["-rdynamic", "-I../interposer/include"],
     ),
     // One rank of a pipeline-parallel job (the per-rank views, scripts/bench-ranks.sh).
     (

@@ -131,3 +131,35 @@ except ValueError as e:
     .collect();
     assert_eq!(got, want, "{device}");
 }
+
+/// A program that allocates from the driver itself, with the same ranges: the reserved
+/// layer's peak is split by them, to the workload's own bytes.
+#[test]
+fn ranges_around_driver_allocations_split_the_reserved_peak() {
+    let run = run_sim("tagged_pool", &["device"], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES ");
+    let device = &run.summary()["processes"][0]["devices"][0];
+    assert_eq!(device["tensor_categories_at_peak"], Value::Null, "{device}");
+    let got = &device["reserved_categories_at_peak"];
+    assert_eq!(got["known_by"], "annotated", "{device}");
+    let want: Vec<(String, u64)> = [
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "other",
+        "unknown",
+    ]
+    .iter()
+    .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
+    .collect();
+    assert_eq!(split(got), want);
+    let sum: u64 = want.iter().map(|x| x.1).sum();
+    assert_eq!(device["peak_reserved_bytes"].as_u64(), Some(sum));
+    let text = run.view(&["summary"]);
+    assert!(
+        text.contains("the device memory at its peak was (named by the program's category ranges): optimizer state 24.0 MiB"),
+        "{text}"
+    );
+}

@@ -3,9 +3,11 @@
  * allocated once; each step allocates activations in proportion to a batch size that
  * grows every step, until a cudaMalloc fails. Then it prints a PyTorch-like message and
  * exits 1. Sizes scale with the card (cudaMemGetInfo), so any --sim-capacity works.
- * Every allocation site is its own non-inlined function, so stacks can name it.
+ * Every allocation site is its own non-inlined function, so stacks can name it, and
+ * names what its memory is for with vramtrace.h's category ranges (a no-op without it).
  * The memory is never touched: a simulated 80 GiB costs no RAM. */
 #include "cuda_runtime_sim.h"
+#include "vramtrace.h"
 #include "wl.h"
 
 #define LAYERS 6
@@ -36,18 +38,31 @@ NOINLINE void *device_alloc(size_t size) {
 
 NOINLINE void device_free(void *p, size_t size) { WL_CHECK(WL_FREE("cudaFree", 0, size, cudaFree(p))); }
 
-NOINLINE void *alloc_parameters(size_t size) { return device_alloc(size); }
-NOINLINE void *alloc_gradients(size_t size) { return device_alloc(size); }
+/* `device_alloc(size)` inside the category range `name`. */
+NOINLINE void *alloc_as(const char *name, size_t size) {
+    vramtrace_category_begin_hint(name);
+    void *p = device_alloc(size);
+    vramtrace_category_end_hint(name);
+    return p;
+}
+
+NOINLINE void *alloc_parameters(size_t size) { return alloc_as("parameters", size); }
+NOINLINE void *alloc_gradients(size_t size) { return alloc_as("gradients", size); }
 NOINLINE void alloc_optimizer_state(size_t size, void **exp_avg, void **exp_avg_sq) {
+    vramtrace_category_begin_hint("optimizer_state");
     *exp_avg = device_alloc(size);
     *exp_avg_sq = device_alloc(size);
+    vramtrace_category_end_hint("optimizer_state");
 }
 
 NOINLINE void forward_activations(void **acts, size_t size) {
+    vramtrace_category_begin_hint("activations");
     for (int l = 0; l < LAYERS; l++) acts[l] = device_alloc(size);
+    vramtrace_category_end_hint("activations");
 }
 
-NOINLINE void *backward_workspace(size_t size) { return device_alloc(size); }
+/* The backward pass's temporaries count as gradients (as PyTorch's are read). */
+NOINLINE void *backward_workspace(size_t size) { return alloc_as("gradients", size); }
 
 NOINLINE void free_activations(void **acts, size_t size, void *workspace, size_t ws_size) {
     for (int l = LAYERS - 1; l >= 0; l--) device_free(acts[l], size);

@@ -8,13 +8,18 @@
  * prints its truth, and one line
  *   VRAMTRACE_CATEGORIES {"parameters":B,"gradients":B,"optimizer_state":B,
  *                         "activations":B,"other":B,"unknown":B}
- * with the requested bytes of each category at that peak. */
+ * with the requested bytes of each category at that peak.
+ *
+ * `tagged_pool device`: the same ranges around cudaMalloc calls of the same sizes, with
+ * no pool and no annotations (a program that allocates from the driver itself); the line
+ * then gives the device memory of each category at the reserved layer's peak. */
 #include "cuda_runtime_sim.h"
 #include "vramtrace.h"
 #include "wl.h"
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #define POOL (64 * MiB)
 
@@ -22,17 +27,27 @@ enum { PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, OTHER, UNKNOWN, CATE
 
 static uintptr_t pool;
 static size_t used;
+static int from_the_driver;
 static uintptr_t live[32];
+static size_t live_size[32];
 static int nlive;
 /* Requested bytes live, by what this program meant each block for. */
 static unsigned long long held[CATEGORIES];
 
 /* A block of `n` bytes, meant as `category` (the range the calling thread has open). */
 static void block(size_t n, int category) {
-    uintptr_t at = pool + used;
-    used += n;
-    vramtrace_block_alloc_hint((void *)at, n, n, 0, NULL);
-    truth_call("vramtrace_block_alloc", "block_alloc", 1, n);
+    uintptr_t at;
+    if (from_the_driver) {
+        void *p;
+        WL_CHECK(WL_ALLOC("cudaMalloc", 0, n, cudaMalloc(&p, n)));
+        at = (uintptr_t)p;
+    } else {
+        at = pool + used;
+        used += n;
+        vramtrace_block_alloc_hint((void *)at, n, n, 0, NULL);
+        truth_call("vramtrace_block_alloc", "block_alloc", 1, n);
+    }
+    live_size[nlive] = n;
     live[nlive++] = at;
     held[category] += n;
 }
@@ -43,12 +58,15 @@ static void *second_thread(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     truth_init("tagged-pool");
+    from_the_driver = argc > 1 && strcmp(argv[1], "device") == 0;
     WL_CHECK(cudaSetDevice(0));
-    void *p;
-    WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&p, POOL)));
-    pool = (uintptr_t)p;
+    void *p = NULL;
+    if (!from_the_driver) {
+        WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&p, POOL)));
+        pool = (uintptr_t)p;
+    }
 
     vramtrace_category_begin_hint("parameters");
     block(8 * MiB, PARAMETERS);
@@ -83,9 +101,13 @@ int main(void) {
            held[UNKNOWN]);
     fflush(stdout);
     for (int i = 0; i < nlive; i++) {
-        vramtrace_block_free_hint((void *)live[i], 0, NULL);
-        truth_call("vramtrace_block_free", "block_free", 1, 0);
+        if (from_the_driver) {
+            WL_CHECK(WL_FREE("cudaFree", 0, live_size[i], cudaFree((void *)live[i])));
+        } else {
+            vramtrace_block_free_hint((void *)live[i], 0, NULL);
+            truth_call("vramtrace_block_free", "block_free", 1, 0);
+        }
     }
-    WL_CHECK(WL_FREE("cudaFree", 0, POOL, cudaFree(p)));
+    if (!from_the_driver) WL_CHECK(WL_FREE("cudaFree", 0, POOL, cudaFree(p)));
     return 0;
 }

@@ -17,6 +17,8 @@ pub struct Block {
     pub kind: Kind,
     /// Where the event said the memory lives (`Device` unless it said).
     pub loc: Location,
+    /// The category the program named for it (a range open on the allocating thread).
+    pub category: Option<super::Category>,
 }
 
 impl Block {
@@ -33,7 +35,7 @@ impl Block {
         GroupKey {
             api: self.api,
             stack: self.stack,
-            category: None,
+            category: self.category,
         }
     }
 }

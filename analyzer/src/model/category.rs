@@ -108,6 +108,15 @@ impl Category {
 /// closes it. Tensors (blocks) a thread allocates inside are of that category.
 pub const RANGE_PREFIX: &str = "category:";
 
+/// Whether a marker's name opens or closes a category range: such markers are not the
+/// program's points or phases (the plots and phase comparisons leave them out).
+pub fn names_a_range(name: &str) -> bool {
+    let name = name.strip_prefix('/').unwrap_or(name);
+    name.strip_prefix(RANGE_PREFIX)
+        .and_then(Category::named)
+        .is_some()
+}
+
 /// Ranges open per thread, innermost last, at most this deep: a program that opens ranges
 /// and never closes them keeps the outer ones.
 const MOST_NESTED: usize = 64;

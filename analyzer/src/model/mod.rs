@@ -19,7 +19,7 @@ mod window;
 pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 pub use block::{Block, GroupKey};
-pub use category::{Category, TensorCategories};
+pub use category::{names_a_range, Category, TensorCategories};
 pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,

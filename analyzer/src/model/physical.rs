@@ -106,6 +106,7 @@ mod tests {
             stack: 0,
             kind: Kind::Physical,
             loc: Location::Device,
+            category: None,
         }
     }
 

@@ -237,6 +237,7 @@ impl ProcessModel {
             stack: e.stack,
             kind: e.kind(),
             loc: e.loc,
+            category: self.ranges.current(e.tid),
         };
         if e.api.op() == Op::Create {
             if let Some(old) = self.physical.create(block) {

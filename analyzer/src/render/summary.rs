@@ -158,6 +158,13 @@ pub fn text(s: &Summary) -> String {
                     categories::words(c)
                 );
             }
+            if let Some(c) = &d.reserved_categories_at_peak {
+                let _ = writeln!(
+                    o,
+                    "    the device memory at its peak was (named by the program's category ranges): {}",
+                    categories::words(c)
+                );
+            }
             if let Some(c) = d
                 .tensor_categories_at_end
                 .as_ref()

@@ -72,6 +72,19 @@ pub struct Step<'a> {
     pub ended: bool,
 }
 
+impl Step<'_> {
+    /// The event is one of the program's markers (a point or a phase's end), not a
+    /// category range's (`category:NAME`, which names what memory is for).
+    pub fn is_program_marker(&self) -> bool {
+        self.event.api.op() == vramtrace_schema::Op::Marker
+            && !self
+                .event
+                .handle
+                .and_then(|h| self.model.names.get(&h))
+                .is_some_and(|n| crate::model::names_a_range(n))
+    }
+}
+
 /// Events all traces of a run read ahead of the replay at most, together (a trace's share,
 /// its reorder window, is at least [`vramtrace_schema::reader::MIN_WINDOW`]): some 100 MB
 /// however many ranks a run has.

@@ -103,6 +103,25 @@ pub fn of_groups(p: &ProcessModel, groups: &Map<GroupKey, GroupBytes>) -> Option
     ))
 }
 
+/// The split of a process's device memory (the reserved layer) by the categories the
+/// program named with ranges around its allocations, for a program without tensors (it
+/// allocates from the driver itself): `None` where it named none. Memory allocated outside
+/// every range is `unknown`; no stack is read (a segment's stack is not a tensor's).
+pub fn of_reserved_groups(
+    p: &ProcessModel,
+    groups: &Map<GroupKey, GroupBytes>,
+) -> Option<Categories> {
+    if !p.categories.annotated || groups.is_empty() {
+        return None;
+    }
+    Some(split_known_by(
+        groups
+            .iter()
+            .map(|(key, g)| (key.category.unwrap_or(Category::Unknown), g.bytes, g.blocks)),
+        "annotated",
+    ))
+}
+
 /// The same for a run device's groups (every process on it): known where any of its
 /// processes' categories are.
 pub fn of_run_groups(run: &Run, groups: &Map<RunGroupKey, GroupBytes>) -> Option<Categories> {

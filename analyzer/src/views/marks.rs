@@ -59,6 +59,7 @@ impl MarkWatch {
         }
         let e = step.event;
         match e.api.op() {
+            Op::Marker if !step.is_program_marker() => {}
             Op::Marker => {
                 if self.seen.len() < MAX_MARKERS {
                     let id = e.handle.unwrap_or(0);

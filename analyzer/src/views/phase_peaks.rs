@@ -11,7 +11,6 @@ use super::marks::MAX_MARKERS;
 use crate::replay::{Run, Step};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use vramtrace_schema::Op;
 
 /// Bytes held by a process, summed over its devices.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -92,7 +91,7 @@ impl PhaseWatch {
         if step.ended {
             return;
         }
-        let is_marker = step.event.api.op() == Op::Marker;
+        let is_marker = step.is_program_marker();
         if is_marker && self.kept >= MAX_MARKERS {
             self.dropped += 1;
         }

@@ -127,6 +127,10 @@ pub struct DeviceSummary {
     /// alone).
     pub tensor_categories_at_peak: Option<Categories>,
     pub tensor_categories_at_end: Option<Categories>,
+    /// What the device memory at the reserved layer's peak was for (summing to
+    /// `peak_reserved_bytes`), where a program without tensors named its allocations'
+    /// categories with ranges; null otherwise.
+    pub reserved_categories_at_peak: Option<Categories>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -377,6 +381,10 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                         .and(p.layers.tensors.get(&d.device))
                         .and_then(|t| categories::of_groups(p, &t.peak_groups)),
                     tensor_categories_at_end: categories::at_end(p, d.device),
+                    reserved_categories_at_peak: match annotated(p, d.device) {
+                        Some(_) => None,
+                        None => categories::of_reserved_groups(p, &d.peak_groups),
+                    },
                 }
             })
             .collect(),
