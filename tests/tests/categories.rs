@@ -163,3 +163,36 @@ fn ranges_around_driver_allocations_split_the_reserved_peak() {
         "{text}"
     );
 }
+
+/// On a card too small for its last allocation, the post-mortem names what the memory
+/// held at the failure was for, to the workload's own bytes then.
+#[test]
+fn an_out_of_memory_post_mortem_names_the_split_at_the_failure() {
+    let run = run_sim(
+        "tagged_pool",
+        &["device"],
+        &["--sim-capacity", "56MiB"],
+        &[("VRAMTRACE_SIM_CONTEXT_BYTES", "0")],
+    );
+    assert_eq!(run.output.status.code(), Some(2), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES_BEFORE_LAST ");
+    let want: Vec<(String, u64)> = [
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "other",
+        "unknown",
+    ]
+    .iter()
+    .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
+    .collect();
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    let failure = &oom["failures"][0];
+    assert_eq!(split(&failure["reserved_categories"]), want, "{failure}");
+    let sum: u64 = want.iter().map(|x| x.1).sum();
+    assert_eq!(failure["live_bytes"].as_u64(), Some(sum));
+    let summary = run.summary();
+    let f = &summary["processes"][0]["failures"][0];
+    assert_eq!(split(&f["reserved_categories"]), want, "{f}");
+}

@@ -93,6 +93,12 @@ int main(int argc, char **argv) {
     block(12 * MiB, OPTIMIZER_STATE);
     vramtrace_category_end_hint("optimizer_state");
 
+    /* What is held now: on a card too small for the last block, its failure's state. */
+    printf("VRAMTRACE_CATEGORIES_BEFORE_LAST {\"parameters\":%llu,\"gradients\":%llu,"
+           "\"optimizer_state\":%llu,\"activations\":%llu,\"other\":%llu,\"unknown\":%llu}\n",
+           held[PARAMETERS], held[GRADIENTS], held[OPTIMIZER_STATE], held[ACTIVATIONS], held[OTHER],
+           held[UNKNOWN]);
+    fflush(stdout);
     block(2 * MiB, UNKNOWN); /* named nothing */
 
     printf("VRAMTRACE_CATEGORIES {\"parameters\":%llu,\"gradients\":%llu,\"optimizer_state\":%llu,"

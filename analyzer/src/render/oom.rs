@@ -142,6 +142,13 @@ fn reserved(o: &mut String, f: &Postmortem) {
         units::count(f.live_blocks, "block"),
         bytes(f.peak_before_bytes)
     );
+    if let Some(c) = &f.reserved_categories {
+        let _ = writeln!(
+            o,
+            "    by what it was for (named by the program's category ranges): {}",
+            crate::views::categories::words(c)
+        );
+    }
     for g in f.live_groups.iter().take(TOP_GROUPS) {
         let _ = writeln!(
             o,

@@ -228,6 +228,13 @@ pub fn text(s: &Summary) -> String {
                     categories::words(c)
                 );
             }
+            if let Some(c) = &f.reserved_categories {
+                let _ = writeln!(
+                    o,
+                    "    its device memory then was (named by the program's category ranges): {}",
+                    categories::words(c)
+                );
+            }
         }
         if let Some(e) = &p.error {
             let _ = writeln!(

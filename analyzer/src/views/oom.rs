@@ -173,6 +173,9 @@ pub struct Postmortem {
     pub tensor_bytes: Option<u64>,
     /// What those tensors were for (summing to `tensor_bytes`); null where not known.
     pub tensor_categories: Option<super::categories::Categories>,
+    /// What its device memory was for (summing to `live_bytes`), where a program without
+    /// tensors named its allocations' categories with ranges; null otherwise.
+    pub reserved_categories: Option<super::categories::Categories>,
     /// The device layer: this process's memory on the device by NVML's last sample before
     /// the failure (CUDA context included); null without samples.
     pub device_bytes: Option<u64>,
@@ -359,6 +362,15 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
         live_groups,
         tensor_categories: super::categories::of_groups(model, &f.tensors)
             .filter(|_| tensor_bytes.is_some()),
+        reserved_categories: match tensor_bytes {
+            Some(_) => None,
+            None => super::categories::of_reserved_at_failure(
+                model,
+                &f.groups,
+                f.reserved_on_device,
+                f.live_blocks,
+            ),
+        },
         tensor_groups,
         tensor_bytes,
         device_bytes: f.device_used,

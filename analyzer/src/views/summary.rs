@@ -172,6 +172,9 @@ pub struct FailureSummary {
     /// What the live tensors were for at the failure, in requested bytes; null where not
     /// known.
     pub tensor_categories: Option<Categories>,
+    /// What the device memory held was for (summing to `reserved_bytes`), where a program
+    /// without tensors named its allocations' categories with ranges; null otherwise.
+    pub reserved_categories: Option<Categories>,
 }
 
 #[derive(Serialize)]
@@ -408,6 +411,15 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                     held,
                     held_unit,
                     tensor_categories: categories::of_groups(p, &f.tensors),
+                    reserved_categories: match f.tensors.is_empty() {
+                        true => categories::of_reserved_at_failure(
+                            p,
+                            &f.groups,
+                            f.reserved_on_device,
+                            f.live_blocks,
+                        ),
+                        false => None,
+                    },
                 }
             })
             .collect(),
