@@ -20,16 +20,9 @@ fn split(c: &Value) -> Vec<(String, u64)> {
         .collect()
 }
 
-#[test]
-fn a_programs_category_ranges_name_its_tensors_at_the_peak() {
-    let run = run_sim("tagged_pool", &[], &[], &[]);
-    assert!(run.output.status.success(), "{}", run.stderr());
-    let truth = run.printed("VRAMTRACE_CATEGORIES ");
-    let summary = run.summary();
-    let device = &summary["processes"][0]["devices"][0];
-    let at_peak = &device["tensor_categories_at_peak"];
-    assert_eq!(at_peak["known_by"], "annotated", "{at_peak}");
-    let want: Vec<(String, u64)> = [
+/// The workload's own bytes by category name, in the views' order.
+fn by_category(truth: &Value) -> Vec<(String, u64)> {
+    [
         "parameters",
         "gradients",
         "optimizer_state",
@@ -39,7 +32,19 @@ fn a_programs_category_ranges_name_its_tensors_at_the_peak() {
     ]
     .iter()
     .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
-    .collect();
+    .collect()
+}
+
+#[test]
+fn a_programs_category_ranges_name_its_tensors_at_the_peak() {
+    let run = run_sim("tagged_pool", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES ");
+    let summary = run.summary();
+    let device = &summary["processes"][0]["devices"][0];
+    let at_peak = &device["tensor_categories_at_peak"];
+    assert_eq!(at_peak["known_by"], "annotated", "{at_peak}");
+    let want = by_category(&truth);
     assert_eq!(split(at_peak), want);
     // The categories sum to the allocated layer's peak, as the workload held it all then.
     let sum: u64 = want.iter().map(|x| x.1).sum();
@@ -143,17 +148,7 @@ fn ranges_around_driver_allocations_split_the_reserved_peak() {
     assert_eq!(device["tensor_categories_at_peak"], Value::Null, "{device}");
     let got = &device["reserved_categories_at_peak"];
     assert_eq!(got["known_by"], "annotated", "{device}");
-    let want: Vec<(String, u64)> = [
-        "parameters",
-        "gradients",
-        "optimizer_state",
-        "activations",
-        "other",
-        "unknown",
-    ]
-    .iter()
-    .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
-    .collect();
+    let want = by_category(&truth);
     assert_eq!(split(got), want);
     let sum: u64 = want.iter().map(|x| x.1).sum();
     assert_eq!(device["peak_reserved_bytes"].as_u64(), Some(sum));
@@ -176,17 +171,7 @@ fn an_out_of_memory_post_mortem_names_the_split_at_the_failure() {
     );
     assert_eq!(run.output.status.code(), Some(2), "{}", run.stderr());
     let truth = run.printed("VRAMTRACE_CATEGORIES_BEFORE_LAST ");
-    let want: Vec<(String, u64)> = [
-        "parameters",
-        "gradients",
-        "optimizer_state",
-        "activations",
-        "other",
-        "unknown",
-    ]
-    .iter()
-    .map(|c| (c.to_string(), truth[c].as_u64().unwrap()))
-    .collect();
+    let want = by_category(&truth);
     let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
     let failure = &oom["failures"][0];
     assert_eq!(split(&failure["reserved_categories"]), want, "{failure}");
