@@ -86,14 +86,29 @@ impl Packed {
 #[derive(Default)]
 pub struct MadeEvents {
     events: Vec<Made>,
+    /// Events kept whole, each in a box of its own.
+    whole: usize,
 }
 
 impl MadeEvents {
     pub fn push(&mut self, e: Event) {
         self.events.push(match Packed::of(&e) {
             Some(p) => Made::Packed(p),
-            None => Made::Whole(Box::new(e)),
+            None => {
+                self.whole += 1;
+                Made::Whole(Box::new(e))
+            }
         });
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// The memory the events take.
+    pub fn bytes(&self) -> usize {
+        self.events.capacity() * std::mem::size_of::<Made>()
+            + self.whole * std::mem::size_of::<Event>()
     }
 
     /// Done pushing: the room doubling left is given back.

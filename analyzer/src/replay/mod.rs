@@ -153,8 +153,12 @@ impl Run {
             .filter(|(_, &s)| s)
             .map(|(f, _)| f.clone())
             .collect();
-        let mut opened =
-            snapshots::open_all(&snapshot_files, crate::frame_options::all_frames()).into_iter();
+        let mut opened = snapshots::open_all(
+            &snapshot_files,
+            crate::frame_options::all_frames(),
+            options.until.is_none(),
+        )
+        .into_iter();
         progress.read_elsewhere(
             snapshot_files
                 .iter()

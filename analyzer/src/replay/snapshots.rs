@@ -8,7 +8,11 @@
 //! replay (3.6 MB for a 1-MB file), and the merge, stepping from one to the next at each
 //! event, read each one's frames out of cache (three times the time of the file alone).
 //! A large one is made on a thread beside the replay instead (`feed.rs`), in bounded
-//! batches: its events would outweigh its decoded file.
+//! batches: its events would outweigh its decoded file. So is a small one whose events
+//! would pass the run's budget for made events ([`MADE_BUDGET`], and 16 bytes per byte of its file: one history entry of an
+//! expandable segment maps or unmaps every page, two events each, and 32,000 such entries
+//! made 33 million events, 3.2 GB), and every snapshot of a replay that stops early
+//! (`--at`: made at once, the whole history was made for the first moments).
 
 use super::feed::THREAD_ENTRIES;
 use super::made::MadeEvents;
@@ -23,16 +27,38 @@ pub struct Opened {
     pub made: Option<MadeEvents>,
 }
 
-fn open(f: &Path, all_frames: bool) -> Result<Opened, String> {
+/// The most memory the made events of a run's snapshots take together; past it, a
+/// snapshot's events are made beside the replay instead.
+pub const MADE_BUDGET: usize = 256 << 20;
+
+/// The most memory one snapshot's made events take, per byte of its file (a 1-MB file's
+/// ordinary history makes about 3 MB of them).
+const MADE_PER_FILE_BYTE: usize = 16;
+
+/// Events made between two looks at the budget.
+const LOOK_EVERY: usize = 4096;
+
+fn open(f: &Path, all_frames: bool, make: bool, spent: &AtomicUsize) -> Result<Opened, String> {
     let mut snap = SnapshotEvents::open(f, all_frames)?;
-    if snap.history_entries() >= THREAD_ENTRIES {
+    if !make || snap.history_entries() >= THREAD_ENTRIES {
         return Ok(Opened { snap, made: None });
     }
+    let file_bytes = std::fs::metadata(f).map_or(0, |m| m.len() as usize);
+    let most = file_bytes.saturating_mul(MADE_PER_FILE_BYTE).max(1 << 20);
     let mut made = MadeEvents::default();
     while let Some(e) = snap.next_event() {
         made.push(e);
+        if made.len() % LOOK_EVERY == 0
+            && (made.bytes() > most || spent.load(Ordering::Relaxed) + made.bytes() > MADE_BUDGET)
+        {
+            // Too many events to hold: opened again, its events made as the replay goes.
+            drop(made);
+            let snap = SnapshotEvents::open(f, all_frames)?;
+            return Ok(Opened { snap, made: None });
+        }
     }
     made.shrink();
+    spent.fetch_add(made.bytes(), Ordering::Relaxed);
     snap.release_file();
     Ok(Opened {
         snap,
@@ -41,13 +67,18 @@ fn open(f: &Path, all_frames: bool) -> Result<Opened, String> {
 }
 
 /// Opens every file of `files` (snapshots, all of them), in their order; errors name the
-/// file.
-pub fn open_all(files: &[PathBuf], all_frames: bool) -> Vec<Result<Opened, String>> {
+/// file. `make`: the small ones' events are made at once (not for a replay that stops
+/// early).
+pub fn open_all(files: &[PathBuf], all_frames: bool, make: bool) -> Vec<Result<Opened, String>> {
+    let spent = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len());
     if threads <= 1 {
-        return files.iter().map(|f| open(f, all_frames)).collect();
+        return files
+            .iter()
+            .map(|f| open(f, all_frames, make, &spent))
+            .collect();
     }
     let next = AtomicUsize::new(0);
     let opened: Mutex<Vec<Option<Result<Opened, String>>>> =
@@ -59,7 +90,7 @@ pub fn open_all(files: &[PathBuf], all_frames: bool) -> Vec<Result<Opened, Strin
                 let Some(f) = files.get(i) else {
                     break;
                 };
-                let events = open(f, all_frames);
+                let events = open(f, all_frames, make, &spent);
                 opened.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(events);
             });
         }
