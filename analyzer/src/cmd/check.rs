@@ -118,6 +118,11 @@ pub fn check(args: CheckArgs) -> Result<i32, String> {
 /// find the phase's markers, whose times the second reading starts and stops its peaks at.
 /// Only the markers of that name are kept (a run marks any number of other points).
 fn phase_window(paths: &[PathBuf], name: &str) -> Result<Result<LoadOptions, i32>, String> {
+    if crate::model::names_a_range(name) {
+        return Err(format!(
+            "check --phase {name:?}: that is a category range (what memory is for), not a phase of the program"
+        ));
+    }
     let close = format!("/{name}");
     // Per process, the start of the phase open now; the last phase closed, of any process.
     let mut open: BTreeMap<usize, Vec<u64>> = BTreeMap::new();

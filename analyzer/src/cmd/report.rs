@@ -107,9 +107,11 @@ fn baseline(
     let timeline = timeline.finish(&base);
     let oom = oom.finish(&base);
     let theirs = plot::build(&timeline, &marks.finish(&base), &summary, &oom);
+    let (not_drawn, cut_at_run_end) = overlay(plots, &theirs);
     Ok(Ok(Baseline {
         name: path.display().to_string(),
         diff: diff::build_at(&base, run, diff::common_layer(&base, run)),
-        not_drawn: overlay(plots, &theirs),
+        not_drawn,
+        cut_at_run_end,
     }))
 }

@@ -120,13 +120,14 @@ pub fn names_a_range(name: &str) -> bool {
 /// Ranges open per thread, innermost last, at most this deep: a program that opens ranges
 /// and never closes them keeps the outer ones.
 const MOST_NESTED: usize = 64;
-/// Threads with a range open at once, at most: a hostile trace's millions of threads each
-/// opening one would otherwise grow the map without end.
-const MOST_THREADS: usize = 65_536;
 
 /// The category ranges open in a process: markers `category:NAME` ... `/category:NAME`
 /// on one thread, from C and C++ through the annotation API (`vramtrace.h`'s
 /// `vramtrace_category_begin_hint`), as from Python.
+///
+/// A thread's ranges are kept until they close: a trace does not say when a thread ended,
+/// and a cap on threads would drop a later thread's properly closed range (a pool of
+/// threads that died with ranges open). The map holds at most one entry per marker read.
 #[derive(Clone, Debug, Default)]
 pub struct CategoryRanges {
     open: Map<u32, Vec<Category>>,
@@ -156,9 +157,6 @@ impl CategoryRanges {
         let Some(c) = name.strip_prefix(RANGE_PREFIX).and_then(Category::named) else {
             return false;
         };
-        if self.open.len() >= MOST_THREADS && !self.open.contains_key(&tid) {
-            return true;
-        }
         let open = self.open.entry(tid).or_default();
         if open.len() < MOST_NESTED {
             open.push(c);
@@ -205,5 +203,15 @@ mod tests {
         // A close of nothing open does nothing.
         assert!(r.marker(3, "/category:gradients"));
         assert_eq!(r.current(3), None);
+    }
+
+    #[test]
+    fn threads_that_left_ranges_open_do_not_hide_a_later_threads_range() {
+        let mut r = CategoryRanges::default();
+        for tid in 100..70_100 {
+            r.marker(tid, "category:parameters");
+        }
+        r.marker(5, "category:gradients");
+        assert_eq!(r.current(5), Some(Category::Gradients));
     }
 }

@@ -30,6 +30,9 @@ pub struct Failure {
     /// What this process held on that device, by allocating group: the
     /// [`FAILURE_GROUPS`] largest.
     pub groups: Map<GroupKey, GroupBytes>,
+    /// What it held there by the category the program named (every group, in
+    /// [`super::Category::ALL`]'s order), where it named categories with ranges.
+    pub named: Option<[GroupBytes; 6]>,
     /// Groups and blocks it held there, all of them.
     pub live_groups: u64,
     pub live_blocks: u64,

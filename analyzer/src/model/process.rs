@@ -2,7 +2,7 @@
 
 use super::block::{Block, GroupKey};
 use super::category::{CategoryRanges, TensorCategories};
-use super::device::DeviceUsage;
+use super::device::{DeviceUsage, GroupBytes};
 use super::failure::{
     largest_groups, AllocatorState, Failure, FAILURE_GROUPS, KEPT_FAILURES, RECENT_EVENTS,
 };
@@ -76,6 +76,18 @@ pub struct ProcessModel {
     physical: PhysicalTracker,
     recent: VecDeque<Event>,
     changes: Vec<Change>,
+}
+
+/// Every group's bytes and blocks by the category the program named for it (`unknown`
+/// where none), in [`super::Category::ALL`]'s order.
+fn by_named_category(groups: &Map<GroupKey, GroupBytes>) -> [GroupBytes; 6] {
+    let mut split = [GroupBytes::default(); 6];
+    for (key, g) in groups {
+        let c = &mut split[key.category.unwrap_or(super::Category::Unknown) as usize];
+        c.bytes = c.bytes.saturating_add(g.bytes);
+        c.blocks = c.blocks.saturating_add(g.blocks);
+    }
+    split
 }
 
 impl ProcessModel {
@@ -203,6 +215,9 @@ impl ProcessModel {
                 groups: groups
                     .map(|g| largest_groups(g, FAILURE_GROUPS))
                     .unwrap_or_default(),
+                named: groups
+                    .filter(|_| self.categories.annotated)
+                    .map(by_named_category),
                 live_groups: groups.map_or(0, |g| g.len() as u64),
                 live_blocks: groups.map_or(0, |g| g.values().map(|g| g.blocks).sum()),
                 last_meminfo: self.last_meminfo,

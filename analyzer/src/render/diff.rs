@@ -143,7 +143,7 @@ pub fn text(v: &DiffView, limit: usize) -> String {
             if i == 0 {
                 let _ = writeln!(
                     o,
-                    "  the tensors at each peak, by what they were for (inferred from their frames):"
+                    "  the tensors at each peak, by what they were for (as summary says how each run knows it):"
                 );
             }
             let _ = writeln!(

@@ -122,20 +122,10 @@ fn y_scale(p: &DevicePlot) -> (f64, f64, Vec<String>) {
     (top, step, notes)
 }
 
-/// The time axis's end: the last point, failure, marker or phase.
+/// The time axis's end: the run's last point, failure, marker or phase (a baseline's
+/// lines are cut there).
 pub fn t_end(p: &DevicePlot) -> f64 {
-    let lines = p.lines.iter().filter_map(|l| l.points.last().map(|x| x.0));
-    let failures = p.failures.iter().map(|f| f.time_ns);
-    let markers = p.markers.iter().map(|m| m.time_ns);
-    let phases = p.phases.iter().map(|ph| ph.end_ns);
-    lines
-        .chain(failures)
-        .chain(markers)
-        .chain(phases)
-        .chain([p.peak_time_ns])
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64
+    p.end_ns().max(1) as f64
 }
 
 /// The plot as one `<svg>` element. `id`: the element's id (the report's script finds

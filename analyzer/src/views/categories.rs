@@ -122,23 +122,17 @@ pub fn of_reserved_groups(
     ))
 }
 
-/// [`of_reserved_groups`] at a failure: its groups are the largest kept, so what the rest
-/// held (`held` in all) is counted `unknown`, and the split sums to `held`.
-pub fn of_reserved_at_failure(
-    p: &ProcessModel,
-    groups: &Map<GroupKey, GroupBytes>,
-    held: u64,
-    blocks: u64,
-) -> Option<Categories> {
-    let mut c = of_reserved_groups(p, groups)?;
-    let kept: u64 = c.split.iter().map(|x| x.bytes).sum();
-    let kept_blocks: u64 = c.split.iter().map(|x| x.tensors).sum();
-    let unknown = &mut c.split[Category::Unknown as usize];
-    unknown.bytes = unknown.bytes.saturating_add(held.saturating_sub(kept));
-    unknown.tensors = unknown
-        .tensors
-        .saturating_add(blocks.saturating_sub(kept_blocks));
-    Some(c)
+/// [`of_reserved_groups`] at a failure: every group's bytes, as the model summed them by
+/// category when the call failed (its kept groups are only the largest).
+pub fn of_reserved_at_failure(f: &crate::model::Failure) -> Option<Categories> {
+    let named = f.named?;
+    Some(split_known_by(
+        Category::ALL
+            .iter()
+            .zip(named)
+            .map(|(&c, g)| (c, g.bytes, g.blocks)),
+        "annotated",
+    ))
 }
 
 /// The same for a run device's groups (every process on it): known where any of its

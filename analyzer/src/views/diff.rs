@@ -285,6 +285,7 @@ mod tests {
                 inlined: false,
                 text: format!("{frame} (model.py:40)"),
             }],
+            category: None,
         }
     }
 

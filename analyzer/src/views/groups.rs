@@ -24,12 +24,21 @@ pub struct Group {
     /// The stack's frames that matter, innermost first (`--all-frames`: every frame).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub frames: Vec<ShownFrame>,
+    /// The category the program named for it with a range: one call site allocating in
+    /// two ranges is two groups, told apart by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<crate::model::Category>,
 }
 
 impl Group {
-    /// `api <- f (file:line) <- ...`: who allocated, for one line of text.
+    /// `api <- f (file:line) <- ...`: who allocated, for one line of text, with the
+    /// category the program named for it (`[optimizer state]`).
     pub fn who(&self) -> String {
-        stacks::who(self.api, &self.frames)
+        let who = stacks::who(self.api, &self.frames);
+        match self.category {
+            Some(c) => format!("{who} [{}]", c.words()),
+            None => who,
+        }
     }
 }
 
@@ -90,6 +99,7 @@ fn group(
         bytes: g.bytes,
         blocks: g.blocks,
         frames: stacks::shown(&model.stacks, k.stack),
+        category: k.category,
     };
     (group, model.categories.by_stack.contains_key(&k.stack))
 }

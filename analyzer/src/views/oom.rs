@@ -364,12 +364,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
             .filter(|_| tensor_bytes.is_some()),
         reserved_categories: match tensor_bytes {
             Some(_) => None,
-            None => super::categories::of_reserved_at_failure(
-                model,
-                &f.groups,
-                f.reserved_on_device,
-                f.live_blocks,
-            ),
+            None => super::categories::of_reserved_at_failure(f),
         },
         tensor_groups,
         tensor_bytes,

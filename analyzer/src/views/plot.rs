@@ -66,6 +66,28 @@ pub struct FailureMark {
     pub device: i32,
 }
 
+impl DevicePlot {
+    /// The last moment the plot shows of its own run: its lines' last points (a
+    /// baseline's left out), failures, markers, phases and peak.
+    pub fn end_ns(&self) -> u64 {
+        let lines = self
+            .lines
+            .iter()
+            .filter(|l| !l.baseline)
+            .filter_map(|l| l.points.last().map(|x| x.0));
+        let failures = self.failures.iter().map(|f| f.time_ns);
+        let markers = self.markers.iter().map(|m| m.time_ns);
+        let phases = self.phases.iter().map(|ph| ph.end_ns);
+        lines
+            .chain(failures)
+            .chain(markers)
+            .chain(phases)
+            .chain([self.peak_time_ns])
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// The layers a plot shows, in drawing order; fragmentation's details stay in the JSON
 /// and CSV.
 fn shown(layer: &str) -> Option<usize> {

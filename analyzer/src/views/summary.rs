@@ -412,12 +412,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                     held_unit,
                     tensor_categories: categories::of_groups(p, &f.tensors),
                     reserved_categories: match f.tensors.is_empty() {
-                        true => categories::of_reserved_at_failure(
-                            p,
-                            &f.groups,
-                            f.reserved_on_device,
-                            f.live_blocks,
-                        ),
+                        true => categories::of_reserved_at_failure(f),
                         false => None,
                     },
                 }

@@ -32,6 +32,12 @@ pub fn section(o: &mut String, r: &Report, notes: &mut Vec<String>) {
         }
     }
     let _ = writeln!(o, "</section>");
+    if b.cut_at_run_end {
+        notes.push(
+            "the baseline ran more than 4 times longer than this run: its lines are drawn up to this run's end only (the time axis is this run's), so its later peak may not be on the plot"
+                .to_string(),
+        );
+    }
     if !b.not_drawn.is_empty() {
         notes.push(format!(
             "the baseline's {} not drawn: this run has no plot of them",
