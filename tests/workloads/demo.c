@@ -38,27 +38,38 @@ NOINLINE void *device_alloc(size_t size) {
 
 NOINLINE void device_free(void *p, size_t size) { WL_CHECK(WL_FREE("cudaFree", 0, size, cudaFree(p))); }
 
+/* A category range's two markers, each a call the truth counts. */
+static void category_begin(const char *name) {
+    vramtrace_category_begin_hint(name);
+    truth_call("vramtrace_marker", "marker", 1, 0);
+}
+
+static void category_end(const char *name) {
+    vramtrace_category_end_hint(name);
+    truth_call("vramtrace_marker", "marker", 1, 0);
+}
+
 /* `device_alloc(size)` inside the category range `name`. */
 NOINLINE void *alloc_as(const char *name, size_t size) {
-    vramtrace_category_begin_hint(name);
+    category_begin(name);
     void *p = device_alloc(size);
-    vramtrace_category_end_hint(name);
+    category_end(name);
     return p;
 }
 
 NOINLINE void *alloc_parameters(size_t size) { return alloc_as("parameters", size); }
 NOINLINE void *alloc_gradients(size_t size) { return alloc_as("gradients", size); }
 NOINLINE void alloc_optimizer_state(size_t size, void **exp_avg, void **exp_avg_sq) {
-    vramtrace_category_begin_hint("optimizer_state");
+    category_begin("optimizer_state");
     *exp_avg = device_alloc(size);
     *exp_avg_sq = device_alloc(size);
-    vramtrace_category_end_hint("optimizer_state");
+    category_end("optimizer_state");
 }
 
 NOINLINE void forward_activations(void **acts, size_t size) {
-    vramtrace_category_begin_hint("activations");
+    category_begin("activations");
     for (int l = 0; l < LAYERS; l++) acts[l] = device_alloc(size);
-    vramtrace_category_end_hint("activations");
+    category_end("activations");
 }
 
 /* The backward pass's temporaries count as gradients (as PyTorch's are read). */
