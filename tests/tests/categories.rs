@@ -81,15 +81,8 @@ fn a_program_that_names_no_category_has_none() {
 #[test]
 fn python_names_categories_with_vramtrace_category() {
     let script = r#"
-import ctypes, vramtrace
-cuda = ctypes.CDLL("libcudart.so.12")
-lib = ctypes.CDLL(None)
-MiB = 1 << 20
-pool = ctypes.c_void_p()
-assert cuda.cudaMalloc(ctypes.byref(pool), ctypes.c_size_t(16 * MiB)) == 0
-def tensor(offset, n):
-    lib.vramtrace_block_alloc(ctypes.c_uint64(pool.value + offset), ctypes.c_uint64(n),
-                              ctypes.c_uint64(n), ctypes.c_int(0), None)
+import vramtrace
+from annotated_pool import MiB, tensor
 with vramtrace.category("parameters"):
     tensor(0, 3 * MiB)
 with vramtrace.category("optimizer_state"):
@@ -102,7 +95,11 @@ except ValueError as e:
     print("ValueError:", e)
 "#;
     let python = vramtrace_tests::harness::python();
-    let root = vramtrace_tests::pages::root().join("python");
+    let path = std::env::join_paths([
+        vramtrace_tests::pages::root().join("python"),
+        vramtrace_tests::harness::script(""),
+    ])
+    .unwrap();
     let command = [
         python.as_os_str(),
         std::ffi::OsStr::new("-c"),
@@ -111,7 +108,7 @@ except ValueError as e:
     let run = vramtrace_tests::harness::run_sim_command(
         &command,
         &["--no-torch"],
-        &[("PYTHONPATH", root.to_str().unwrap())],
+        &[("PYTHONPATH", path.to_str().unwrap())],
     );
     assert!(run.output.status.success(), "{}", run.stderr());
     assert!(

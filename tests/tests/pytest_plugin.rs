@@ -74,19 +74,8 @@ def test_over_the_tighter_of_two_limits():
 /// Tests whose tensors are blocks of one 16 MiB pool, annotated as a caching allocator
 /// annotates them: the limit holds the allocated layer (tensors) by default.
 const POOL: &str = r#"
-import ctypes, pytest
-cuda = ctypes.CDLL("libcudart.so.12")
-lib = ctypes.CDLL(None)
-MiB = 1 << 20
-pool = ctypes.c_void_p()
-assert cuda.cudaMalloc(ctypes.byref(pool), ctypes.c_size_t(16 * MiB)) == 0
-
-def tensor(offset, n):
-    lib.vramtrace_block_alloc(ctypes.c_uint64(pool.value + offset), ctypes.c_uint64(n),
-                              ctypes.c_uint64(n), ctypes.c_int(0), None)
-
-def free(offset):
-    lib.vramtrace_block_free(ctypes.c_uint64(pool.value + offset), ctypes.c_int(0), None)
+import pytest
+from annotated_pool import MiB, tensor, free
 
 @pytest.mark.vram_limit("4 MiB")
 def test_tensors_over():
@@ -216,7 +205,11 @@ fn expect(got: &BTreeMap<String, String>, want: &[(&str, &str)], out: &Output) {
 /// `python -m pytest FILE` under `vramtrace run` on the simulated GPU, in `dir`.
 fn traced_pytest(dir: &Path, file: &str) -> Output {
     let traces = dir.join(format!("traces-{file}"));
-    let path = [root().join("python"), dir.join("standin")];
+    let path = [
+        root().join("python"),
+        dir.join("standin"),
+        vramtrace_tests::harness::script(""),
+    ];
     let mut cmd = Command::new(vramtrace());
     clean_env(&mut cmd)
         .current_dir(dir)
