@@ -77,7 +77,14 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
         "tagged_pool.c",
         "tagged-pool",
         Link::DynamicRuntime,
-        &["-I../interposer/include", "-lpthread"],
+        &[
+            "-I../interposer/include",
+            "-lpthread",
+            "-ldl",
+            "-l:libnccl.so.2",
+            "-l:libcublas.so.12",
+            "-rdynamic",
+        ],
     ),
     (
         "callchain",
@@ -486,6 +493,23 @@ fn main() {
         &lib_dir,
         "-lcuda",
     ]);
+    // Libraries that allocate from the driver themselves, by their real files' names.
+    for (file, reserve) in [
+        ("libnccl.so.2", "vt_nccl_buffers"),
+        ("libcublas.so.12", "vt_cublas_workspace"),
+    ] {
+        gcc(&[
+            "-shared",
+            &inc_sim,
+            &format!("-DLIBRARY_RESERVE={reserve}"),
+            &format!("-Wl,-soname,{file}"),
+            "-o",
+            &d(file),
+            &wl.join("library_buffer.c").display().to_string(),
+            &lib_dir,
+            "-l:libcudart.so.12",
+        ]);
+    }
     gcc(&[
         "-shared",
         "-o",

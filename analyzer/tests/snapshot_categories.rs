@@ -206,6 +206,30 @@ fn real_snapshots_categories_are_their_frames_read_by_python() {
                 d["peak_requested_bytes"].as_u64(),
                 "{what}: at the peak"
             );
+            // The whole split at the reserved peak: its parts sum to that peak, and its
+            // tensors are no more than at their own peak.
+            let whole = &d["split_at_peak"];
+            let parts: Vec<(&str, u64)> = whole["parts"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{what}: {whole}"))
+                .iter()
+                .map(|p| (p["part"].as_str().unwrap(), p["bytes"].as_u64().unwrap()))
+                .collect();
+            let all: u64 = parts.iter().map(|p| p.1).sum();
+            assert_eq!(
+                Some(all),
+                d["peak_reserved_bytes"].as_u64(),
+                "{what}: {whole}"
+            );
+            let tensors: u64 = parts
+                .iter()
+                .filter(|p| p.0 != "allocator_cache")
+                .map(|p| p.1)
+                .sum();
+            assert!(
+                tensors <= d["peak_requested_bytes"].as_u64().unwrap(),
+                "{what}: {whole}"
+            );
             // `peak` (one process: the same peak) says the same.
             let shown = peak_view["devices"]
                 .as_array()

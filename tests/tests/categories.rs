@@ -178,3 +178,116 @@ fn an_out_of_memory_post_mortem_names_the_split_at_the_failure() {
     let f = &summary["processes"][0]["failures"][0];
     assert_eq!(split(&f["reserved_categories"]), want, "{f}");
 }
+
+/// Bytes by part name of a `split_at_peak` / `split` object.
+fn parts(s: &Value) -> Vec<(String, u64)> {
+    s["parts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a split: {s}"))
+        .iter()
+        .map(|x| {
+            (
+                x["part"].as_str().unwrap().to_string(),
+                x["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The workload's own parts, those it holds bytes in, in the views' order, with the
+/// context the simulated driver was told to charge.
+fn whole_truth(truth: &Value, cache: u64, context: u64) -> Vec<(String, u64)> {
+    let mut want = by_category(truth);
+    want.push(("allocator_cache".into(), cache));
+    want.push(("nccl".into(), truth["nccl"].as_u64().unwrap()));
+    want.push(("cublas".into(), truth["cublas"].as_u64().unwrap()));
+    want.push(("context_and_driver".into(), context));
+    want.retain(|x| x.1 > 0);
+    want
+}
+
+#[test]
+fn the_whole_device_splits_into_categories_cache_libraries_and_context() {
+    const CONTEXT: u64 = 5 << 20;
+    let context = CONTEXT.to_string();
+    let run = run_sim(
+        "tagged_pool",
+        &["whole"],
+        &[],
+        &[
+            ("VRAMTRACE_NVML_MS", "20"),
+            ("VRAMTRACE_SIM_CONTEXT_BYTES", &context),
+        ],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    // The last new segment is the reserved layer's peak.
+    let at_peak = run.printed_all("VRAMTRACE_AT_RESERVED_PEAK ");
+    let at_peak = at_peak.last().expect("a segment");
+    let cache = at_peak["allocator_cache"].as_u64().unwrap();
+    let want = whole_truth(at_peak, cache, CONTEXT);
+    let summary = run.summary();
+    let device = &summary["processes"][0]["devices"][0];
+    let split = &device["split_at_peak"];
+    assert_eq!(parts(split), want, "{split}");
+    assert_eq!(split["known_by"], "annotated");
+    // Every part but the context sums to the reserved peak.
+    let reserved: u64 = want.iter().map(|x| x.1).sum::<u64>() - CONTEXT;
+    assert_eq!(device["peak_reserved_bytes"].as_u64(), Some(reserved));
+    assert_eq!(split["reserved_bytes"].as_u64(), Some(reserved));
+
+    // At the failure: every block the workload holds, the rest of its two segments cached.
+    let held = run.printed("VRAMTRACE_CATEGORIES ");
+    let tensors: u64 = by_category(&held).iter().map(|x| x.1).sum();
+    let mut at_failure = held.clone();
+    at_failure["nccl"] = at_peak["nccl"].clone();
+    at_failure["cublas"] = at_peak["cublas"].clone();
+    let segments =
+        reserved - at_peak["nccl"].as_u64().unwrap() - at_peak["cublas"].as_u64().unwrap();
+    let want = whole_truth(&at_failure, segments - tensors, CONTEXT);
+    let failure = &summary["processes"][0]["failures"][0];
+    assert_eq!(parts(&failure["split"]), want, "{failure}");
+    let oom: Value = serde_json::from_str(&run.view(&["oom", "--json"])).unwrap();
+    let postmortem = &oom["failures"][0];
+    assert_eq!(parts(&postmortem["split"]), want, "{postmortem}");
+
+    // The text says it in one line, with how each part is known.
+    let text = run.view(&["summary"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("  at the peak: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    for words in [
+        "parameters 12.0 MiB",
+        "NCCL 6.0 MiB",
+        "cuBLAS 3.0 MiB",
+        "context and driver 5.0 MiB",
+    ] {
+        assert!(line.contains(words), "{line}");
+    }
+    assert!(
+        line.contains("libraries by their frames") && line.contains("NVML"),
+        "{line}"
+    );
+    let oom_text = run.view(&["oom"]);
+    assert!(oom_text.contains("all of it: "), "{oom_text}");
+}
+
+#[test]
+fn a_program_without_libraries_nvml_or_categories_has_no_split() {
+    let run = run_sim("tagged_pool", &["device"], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    // Named by its ranges: the split is its categories alone.
+    let device = &run.summary()["processes"][0]["devices"][0];
+    let split = parts(&device["split_at_peak"]);
+    assert!(
+        split.iter().all(|x| !matches!(
+            x.0.as_str(),
+            "nccl" | "cublas" | "allocator_cache" | "context_and_driver"
+        )),
+        "{split:?}"
+    );
+    let run = run_sim("runtime_dynamic", &[], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let device = &run.summary()["processes"][0]["devices"][0];
+    assert_eq!(device["split_at_peak"], Value::Null, "{device}");
+}

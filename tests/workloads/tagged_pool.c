@@ -12,16 +12,33 @@
  *
  * `tagged_pool device`: the same ranges around cudaMalloc calls of the same sizes, with
  * no pool and no annotations (a program that allocates from the driver itself); the line
- * then gives the device memory of each category at the reserved layer's peak. */
+ * then gives the device memory of each category at the reserved layer's peak.
+ *
+ * `tagged_pool whole`: the pool grows by segments of SEGMENT bytes as blocks need them
+ * (each new one is the reserved layer's peak), beside libraries that take memory from the
+ * driver themselves (libnccl.so.2, libcublas.so.12: library_buffer.c), with NVML loaded.
+ * At each new segment it prints
+ *   VRAMTRACE_AT_RESERVED_PEAK {...the six categories..., "allocator_cache":B,
+ *                               "nccl":B, "cublas":B}
+ * (the cache: its segments' bytes not requested by a live block), then holds still until
+ * NVML was asked twice more; at the end an allocation of 1 TiB fails. */
 #include "cuda_runtime_sim.h"
 #include "vramtrace.h"
 #include "wl.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #define POOL (64 * MiB)
+#define SEGMENT (32 * MiB)
+#define NCCL_BYTES (6 * MiB)
+#define CUBLAS_BYTES (3 * MiB)
+
+int vt_nccl_buffers(size_t n);
+int vt_cublas_workspace(size_t n);
 
 enum { PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, OTHER, UNKNOWN, CATEGORIES };
 
@@ -33,6 +50,37 @@ static size_t live_size[32];
 static int nlive;
 /* Requested bytes live, by what this program meant each block for. */
 static unsigned long long held[CATEGORIES];
+/* `whole`: the pool's segments so far, and NVML's count of memory queries. */
+static int whole;
+static unsigned long long segments;
+static unsigned long (*nvml_queries)(void);
+
+static void print_categories(const char *line) {
+    printf("%s {\"parameters\":%llu,\"gradients\":%llu,\"optimizer_state\":%llu,"
+           "\"activations\":%llu,\"other\":%llu,\"unknown\":%llu",
+           line, held[PARAMETERS], held[GRADIENTS], held[OPTIMIZER_STATE], held[ACTIVATIONS],
+           held[OTHER], held[UNKNOWN]);
+}
+
+/* `whole`: a new segment for a block of `n` bytes that does not fit; the reserved layer's
+ * new peak, said and held while NVML samples it. */
+static void grow(size_t n) {
+    if (segments && used + n <= SEGMENT) return;
+    void *p;
+    WL_CHECK(WL_ALLOC("cudaMalloc", 0, SEGMENT, cudaMalloc(&p, SEGMENT)));
+    pool = (uintptr_t)p;
+    used = 0;
+    segments++;
+    unsigned long long requested = 0;
+    for (int c = 0; c < CATEGORIES; c++) requested += held[c];
+    print_categories("VRAMTRACE_AT_RESERVED_PEAK");
+    printf(",\"allocator_cache\":%llu,\"nccl\":%llu,\"cublas\":%llu}\n",
+           segments * SEGMENT - requested, (unsigned long long)NCCL_BYTES,
+           (unsigned long long)CUBLAS_BYTES);
+    fflush(stdout);
+    unsigned long asked = nvml_queries();
+    for (int waited = 0; waited < 30000 && nvml_queries() < asked + 2; waited += 5) usleep(5000);
+}
 
 /* A block of `n` bytes, meant as `category` (the range the calling thread has open). */
 static void block(size_t n, int category) {
@@ -42,6 +90,7 @@ static void block(size_t n, int category) {
         WL_CHECK(WL_ALLOC("cudaMalloc", 0, n, cudaMalloc(&p, n)));
         at = (uintptr_t)p;
     } else {
+        if (whole) grow(n);
         at = pool + used;
         used += n;
         vramtrace_block_alloc_hint((void *)at, n, n, 0, NULL);
@@ -61,9 +110,17 @@ static void *second_thread(void *arg) {
 int main(int argc, char **argv) {
     truth_init("tagged-pool");
     from_the_driver = argc > 1 && strcmp(argv[1], "device") == 0;
+    whole = argc > 1 && strcmp(argv[1], "whole") == 0;
     WL_CHECK(cudaSetDevice(0));
     void *p = NULL;
-    if (!from_the_driver) {
+    if (whole) {
+        void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        if (!nvml) return 3;
+        nvml_queries = (unsigned long (*)(void))dlsym(nvml, "vramtrace_sim_nvml_memory_queries");
+        if (!nvml_queries) return 3;
+        WL_CHECK(vt_nccl_buffers(NCCL_BYTES));
+        WL_CHECK(vt_cublas_workspace(CUBLAS_BYTES));
+    } else if (!from_the_driver) {
         WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&p, POOL)));
         pool = (uintptr_t)p;
     }
@@ -94,18 +151,21 @@ int main(int argc, char **argv) {
     vramtrace_category_end_hint("optimizer_state");
 
     /* What is held now: on a card too small for the last block, its failure's state. */
-    printf("VRAMTRACE_CATEGORIES_BEFORE_LAST {\"parameters\":%llu,\"gradients\":%llu,"
-           "\"optimizer_state\":%llu,\"activations\":%llu,\"other\":%llu,\"unknown\":%llu}\n",
-           held[PARAMETERS], held[GRADIENTS], held[OPTIMIZER_STATE], held[ACTIVATIONS], held[OTHER],
-           held[UNKNOWN]);
+    print_categories("VRAMTRACE_CATEGORIES_BEFORE_LAST");
+    printf("}\n");
     fflush(stdout);
     block(2 * MiB, UNKNOWN); /* named nothing */
 
-    printf("VRAMTRACE_CATEGORIES {\"parameters\":%llu,\"gradients\":%llu,\"optimizer_state\":%llu,"
-           "\"activations\":%llu,\"other\":%llu,\"unknown\":%llu}\n",
-           held[PARAMETERS], held[GRADIENTS], held[OPTIMIZER_STATE], held[ACTIVATIONS], held[OTHER],
-           held[UNKNOWN]);
+    print_categories("VRAMTRACE_CATEGORIES");
+    printf("}\n");
     fflush(stdout);
+    if (whole) {
+        /* What a failure then finds: everything above, the cache, the libraries. */
+        void *q;
+        size_t too_much = 1024 * 1024 * MiB;
+        if (WL_ALLOC("cudaMalloc", 0, too_much, cudaMalloc(&q, too_much)) == 0) return 4;
+        return 0;
+    }
     for (int i = 0; i < nlive; i++) {
         if (from_the_driver) {
             WL_CHECK(WL_FREE("cudaFree", 0, live_size[i], cudaFree((void *)live[i])));

@@ -56,6 +56,9 @@ pub struct Failure {
     /// The device layer: this process's used memory on that device by NVML's last sample
     /// before the failure (CUDA context included; what nvidia-smi showed).
     pub device_used: Option<u64>,
+    /// How many bytes more than it reserved NVML said the process used at that sample:
+    /// its CUDA context and the driver's own.
+    pub beyond_reserved: Option<u64>,
     /// Successful allocations before it: failures with the same count and request are
     /// the retries of one out-of-memory error (the caching allocator frees its cache and
     /// asks again).

@@ -4,6 +4,7 @@
 //! [`ProcessModel::apply`] is the only place where events change state; the run
 //! ([`crate::replay::Run::load`]) applies every event and views read the state it ends with.
 
+mod at_peak;
 mod block;
 mod category;
 mod device;
@@ -18,6 +19,7 @@ mod window;
 /// where SipHash's resistance to chosen keys buys nothing and costs a fifth of the time.
 pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
+pub use at_peak::AtReservedPeak;
 pub use block::{Block, GroupKey};
 pub use category::{names_a_range, Category, TensorCategories};
 pub use device::{DeviceUsage, GroupBytes};

@@ -1,5 +1,6 @@
 //! One process's replay.
 
+use super::at_peak::AtReservedPeak;
 use super::block::{Block, GroupKey};
 use super::category::{CategoryRanges, TensorCategories};
 use super::device::{DeviceUsage, GroupBytes};
@@ -67,6 +68,8 @@ pub struct ProcessModel {
     /// Whether PyTorch's expandable segments were on: a snapshot's settings or segments,
     /// a trace's `PYTORCH_CUDA_ALLOC_CONF`; `None` where neither says.
     pub expandable_segments: Option<bool>,
+    /// Per device, the tensors and NVML's figure at its reserved layer's peak.
+    pub at_reserved_peak: BTreeMap<i32, AtReservedPeak>,
     /// Category ranges open now (markers `category:NAME`).
     ranges: CategoryRanges,
     live: Map<u64, Block>,
@@ -115,6 +118,7 @@ impl ProcessModel {
             allocator_ends: BTreeMap::new(),
             expandable_segments,
             ranges: CategoryRanges::default(),
+            at_reserved_peak: BTreeMap::new(),
             live: Map::default(),
             replaced: Map::default(),
             physical: PhysicalTracker::default(),
@@ -190,8 +194,21 @@ impl ProcessModel {
                 }
             }
             Op::BlockFree => self.layers.block_free(e.addr),
-            Op::DeviceSample if e.ok() => self.layers.device_sample(e.dev, e.size),
+            Op::DeviceSample if e.ok() => {
+                self.layers.device_sample(e.dev, e.size);
+                let reserved = self.devices.get(&e.dev).map_or(0, |d| d.reserved);
+                self.at_reserved_peak
+                    .entry(e.dev)
+                    .or_default()
+                    .sampled(e.size, reserved);
+            }
             _ => {}
+        }
+        for c in self.layers.changes() {
+            if let Some(at) = self.at_reserved_peak.get_mut(&c.dev) {
+                let live = self.layers.tensors.get(&c.dev).map(|t| &t.groups);
+                at.tensors_changed(e.t, std::slice::from_ref(c), live);
+            }
         }
         if self.recent.len() == RECENT_EVENTS {
             self.recent.pop_front();
@@ -233,6 +250,10 @@ impl ProcessModel {
                 device_total: None,
                 probe: None,
                 device_used: self.layers.devices.get(&e.dev).and_then(|l| l.device),
+                beyond_reserved: self
+                    .at_reserved_peak
+                    .get(&e.dev)
+                    .and_then(AtReservedPeak::beyond_reserved_now),
                 allocations_before: self.counts.allocations,
             });
             return;
@@ -302,10 +323,15 @@ impl ProcessModel {
                 bytes: b.size,
                 added: true,
             });
-            self.devices
+            let d = self
+                .devices
                 .entry(b.dev)
-                .or_insert_with(|| DeviceUsage::new(b.dev))
-                .add(b.t, b.key(), b.size);
+                .or_insert_with(|| DeviceUsage::new(b.dev));
+            let before = d.peak_reserved;
+            d.add(b.t, b.key(), b.size);
+            if d.peak_reserved > before {
+                self.at_reserved_peak.entry(b.dev).or_default().peaked(b.t);
+            }
         }
     }
 
@@ -333,6 +359,7 @@ impl ProcessModel {
     pub fn restart_peaks(&mut self, t: u64) {
         for d in self.devices.values_mut() {
             d.restart_peak(t);
+            self.at_reserved_peak.entry(d.device).or_default().peaked(t);
         }
         self.layers.restart_peaks(t);
         self.peak_pinned_host = self.pinned_host;
@@ -354,6 +381,9 @@ impl ProcessModel {
     pub fn finish(&mut self) {
         for d in self.devices.values_mut() {
             d.settle_peak();
+        }
+        for (dev, at) in &mut self.at_reserved_peak {
+            at.take(self.layers.tensors.get(dev).map(|t| &t.groups));
         }
         self.layers.finish();
     }

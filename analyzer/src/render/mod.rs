@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod csv;
+mod device_split;
 pub mod diff;
 pub mod escape;
 mod event_kind;

@@ -149,6 +149,9 @@ fn reserved(o: &mut String, f: &Postmortem) {
             crate::views::categories::words(c)
         );
     }
+    if let Some(split) = &f.split {
+        let _ = writeln!(o, "    all of it: {}", super::device_split::line(split));
+    }
     for g in f.live_groups.iter().take(TOP_GROUPS) {
         let _ = writeln!(
             o,

@@ -165,6 +165,13 @@ pub fn text(s: &Summary) -> String {
                     categories::words(c)
                 );
             }
+            if let Some(split) = &d.split_at_peak {
+                let _ = writeln!(
+                    o,
+                    "    all of it at its reserved peak: {}",
+                    super::device_split::line(split)
+                );
+            }
             if let Some(c) = d
                 .tensor_categories_at_end
                 .as_ref()
@@ -233,6 +240,13 @@ pub fn text(s: &Summary) -> String {
                     o,
                     "    its device memory then was (named by the program's category ranges): {}",
                     categories::words(c)
+                );
+            }
+            if let Some(split) = &f.split {
+                let _ = writeln!(
+                    o,
+                    "    all of it then: {}",
+                    super::device_split::line(split)
                 );
             }
         }

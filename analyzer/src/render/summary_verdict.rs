@@ -101,6 +101,9 @@ fn out_of_memory(
     for g in f.held.iter().take(HOLDERS) {
         group_line(o, "  ", g, f.held_unit, "");
     }
+    if let Some(split) = &f.split {
+        let _ = writeln!(o, "  all of it then: {}", super::device_split::line(split));
+    }
 }
 
 /// `; the driver reported right after it 1.4 GiB free of 24.0 GiB`: who said so, as `oom`
@@ -170,6 +173,20 @@ fn peak(o: &mut String, s: &Summary, failed: u64, oom: bool, many_hosts: bool) {
         t(&gpu_label(&d.host, &d.gpu, many_hosts)),
         units::seconds(d.peak_time_ns),
     );
+    // One process's peak is the GPU's: its split is the GPU's at that moment.
+    let split = match d.pids.as_slice() {
+        [pid] => s
+            .processes
+            .iter()
+            .filter(|p| p.pid == *pid && p.host == d.host)
+            .flat_map(|p| &p.devices)
+            .find(|pd| pd.gpu == d.gpu)
+            .and_then(|pd| pd.split_at_peak.as_ref()),
+        _ => None,
+    };
+    if let Some(split) = split {
+        let _ = writeln!(o, "  at the peak: {}", super::device_split::line(split));
+    }
 }
 
 /// Memory still held when each process's trace ended, told apart as `report` does: a

@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod categories;
 pub mod check;
+pub mod device_split;
 pub mod diff;
 pub mod diff_phases;
 pub mod ending;
@@ -11,6 +12,7 @@ pub mod gpu_figures;
 pub mod groups;
 pub mod layer;
 pub mod leaks;
+pub mod libraries;
 pub mod marks;
 pub mod moments;
 pub mod oom;

@@ -176,6 +176,9 @@ pub struct Postmortem {
     /// What its device memory was for (summing to `live_bytes`), where a program without
     /// tensors named its allocations' categories with ranges; null otherwise.
     pub reserved_categories: Option<super::categories::Categories>,
+    /// The whole of its memory there at the failure, in one split (as summary's
+    /// `split_at_peak`); null where nothing of it is known but its total.
+    pub split: Option<super::device_split::DeviceSplit>,
     /// The device layer: this process's memory on the device by NVML's last sample before
     /// the failure (CUDA context included); null without samples.
     pub device_bytes: Option<u64>,
@@ -366,6 +369,7 @@ fn postmortem(run: &Run, p: Pending, layer: Option<Layer>) -> Postmortem {
             Some(_) => None,
             None => super::categories::of_reserved_at_failure(f),
         },
+        split: super::device_split::at_failure(model, f),
         tensor_groups,
         tensor_bytes,
         device_bytes: f.device_used,

@@ -2,6 +2,7 @@
 //! physical device the run's totals (processes sharing it summed on the common clock).
 
 use super::categories::{self, Categories};
+use super::device_split::{self, DeviceSplit};
 use super::groups::{self, Group};
 use super::layer::Layer;
 use crate::errors;
@@ -131,6 +132,10 @@ pub struct DeviceSummary {
     /// `peak_reserved_bytes`), where a program without tensors named its allocations'
     /// categories with ranges; null otherwise.
     pub reserved_categories_at_peak: Option<Categories>,
+    /// The whole of its memory at the reserved layer's peak, in one split: tensors by
+    /// category, the allocator's cache, libraries, context and driver; null where nothing
+    /// of it is known but its total.
+    pub split_at_peak: Option<DeviceSplit>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,6 +180,8 @@ pub struct FailureSummary {
     /// What the device memory held was for (summing to `reserved_bytes`), where a program
     /// without tensors named its allocations' categories with ranges; null otherwise.
     pub reserved_categories: Option<Categories>,
+    /// The whole of its memory on that device at the failure, split as `split_at_peak`.
+    pub split: Option<DeviceSplit>,
 }
 
 #[derive(Serialize)]
@@ -388,6 +395,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                         Some(_) => None,
                         None => categories::of_reserved_groups(p, &d.peak_groups),
                     },
+                    split_at_peak: device_split::at_peak(p, d.device),
                 }
             })
             .collect(),
@@ -415,6 +423,7 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
                         true => categories::of_reserved_at_failure(f),
                         false => None,
                     },
+                    split: device_split::at_failure(p, f),
                 }
             })
             .collect(),

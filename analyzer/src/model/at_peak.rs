@@ -1,0 +1,207 @@
+//! What else was on a device at the moment its reserved layer peaked: the live tensors
+//! (by who asked for them, so their categories can be read), and how much more than its
+//! reserved bytes NVML said the process used (its CUDA context and the driver's own).
+//! The reserved groups at that moment are the [`DeviceUsage`](super::DeviceUsage)'s.
+
+use super::block::GroupKey;
+use super::device::GroupBytes;
+use super::layers::Change;
+use super::Map;
+
+/// Tensor changes kept since the last reserved peak before the tensors at it are taken:
+/// taking them costs a copy of every live group, so it is done once the peak has stood
+/// this long (or at the end), not at each peak - PyTorch raises the reserved peak with
+/// every new segment, and a copy per segment cost more than the replay.
+const CHANGES_KEPT: usize = 4096;
+
+#[derive(Clone, Debug, Default)]
+pub struct AtReservedPeak {
+    /// The live tensors at the peak, once taken.
+    tensors: Map<GroupKey, GroupBytes>,
+    /// The tensor changes since the peak, while not yet taken.
+    since: Vec<Change>,
+    pending: bool,
+    /// When the peak was (ns since the trace start): changes at that time are part of it
+    /// (a snapshot's state before its history is rebuilt at one time, segments first).
+    peak_t: u64,
+    /// NVML's last figure for the process and its reserved bytes then, and the same at the
+    /// peak (else the first sample after it).
+    last_sample: Option<(u64, u64)>,
+    sample_at_peak: Option<(u64, u64)>,
+    sample_after_peak: bool,
+}
+
+impl AtReservedPeak {
+    /// The reserved layer peaked at time `t`: the live tensors at the end of that time
+    /// are the ones at it.
+    pub fn peaked(&mut self, t: u64) {
+        self.since.clear();
+        self.pending = true;
+        self.peak_t = t;
+        // The first sample from now on, else the last one before.
+        self.sample_at_peak = self.last_sample;
+        self.sample_after_peak = true;
+    }
+
+    /// What the last event, at time `t`, did to the live tensors (`live` after it).
+    pub fn tensors_changed(
+        &mut self,
+        t: u64,
+        changes: &[Change],
+        live: Option<&Map<GroupKey, GroupBytes>>,
+    ) {
+        if !self.pending || changes.is_empty() || t <= self.peak_t {
+            return;
+        }
+        self.since.extend_from_slice(changes);
+        if self.since.len() >= CHANGES_KEPT {
+            self.take(live);
+        }
+    }
+
+    /// NVML's figure for the process, `used`, while it held `reserved`.
+    pub fn sampled(&mut self, used: u64, reserved: u64) {
+        self.last_sample = Some((used, reserved));
+        if self.sample_after_peak {
+            self.sample_at_peak = self.last_sample;
+            self.sample_after_peak = false;
+        }
+    }
+
+    /// Takes the tensors at the peak: the live ones with the changes since undone.
+    pub fn take(&mut self, live: Option<&Map<GroupKey, GroupBytes>>) {
+        if !self.pending {
+            return;
+        }
+        let mut at = live.cloned().unwrap_or_default();
+        for c in self.since.iter().rev() {
+            let g = at.entry(c.key).or_default();
+            if c.added {
+                g.bytes = g.bytes.saturating_sub(c.bytes);
+                g.blocks = g.blocks.saturating_sub(1);
+            } else {
+                g.bytes = g.bytes.saturating_add(c.bytes);
+                g.blocks = g.blocks.saturating_add(1);
+            }
+        }
+        at.retain(|_, g| g.blocks > 0);
+        self.tensors = at;
+        self.since = Vec::new();
+        self.pending = false;
+    }
+
+    /// The live tensors at the peak (requested bytes); settled by [`AtReservedPeak::take`].
+    pub fn tensors(&self) -> &Map<GroupKey, GroupBytes> {
+        &self.tensors
+    }
+
+    /// How many bytes more than its reserved ones NVML said the process used, at the first
+    /// sample from the peak on (else the last before it): its context and the driver's own.
+    /// The difference is taken at one sample, so reserved memory freed since the peak does
+    /// not count as context.
+    pub fn beyond_reserved(&self) -> Option<u64> {
+        self.sample_at_peak
+            .map(|(used, reserved)| used.saturating_sub(reserved))
+    }
+}
+
+impl AtReservedPeak {
+    /// The same at NVML's last sample so far.
+    pub fn beyond_reserved_now(&self) -> Option<u64> {
+        self.last_sample
+            .map(|(used, reserved)| used.saturating_sub(reserved))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(stack: u64) -> GroupKey {
+        GroupKey {
+            api: vramtrace_schema::Api::VramtraceBlockAlloc,
+            stack,
+            category: None,
+        }
+    }
+
+    fn change(stack: u64, bytes: u64, added: bool) -> Change {
+        Change {
+            dev: 0,
+            key: key(stack),
+            bytes,
+            added,
+        }
+    }
+
+    #[test]
+    fn the_tensors_at_the_peak_are_the_live_ones_with_later_changes_undone() {
+        let mut at = AtReservedPeak::default();
+        let mut live: Map<GroupKey, GroupBytes> = Map::default();
+        live.insert(
+            key(1),
+            GroupBytes {
+                bytes: 100,
+                blocks: 1,
+            },
+        );
+        at.peaked(10);
+        // At the peak's time: a tensor of stack 3 is part of it.
+        live.insert(
+            key(3),
+            GroupBytes {
+                bytes: 7,
+                blocks: 1,
+            },
+        );
+        at.tensors_changed(10, &[change(3, 7, true)], Some(&live));
+        // After the peak: stack 1's tensor is freed, stack 2 allocates two.
+        live.remove(&key(1));
+        at.tensors_changed(11, &[change(1, 100, false)], Some(&live));
+        live.insert(
+            key(2),
+            GroupBytes {
+                bytes: 50,
+                blocks: 2,
+            },
+        );
+        at.tensors_changed(12, &[change(2, 20, true)], Some(&live));
+        at.tensors_changed(12, &[change(2, 30, true)], Some(&live));
+        at.take(Some(&live));
+        let mut expected: Map<GroupKey, GroupBytes> = Map::default();
+        expected.insert(
+            key(1),
+            GroupBytes {
+                bytes: 100,
+                blocks: 1,
+            },
+        );
+        expected.insert(
+            key(3),
+            GroupBytes {
+                bytes: 7,
+                blocks: 1,
+            },
+        );
+        assert_eq!(at.tensors(), &expected);
+    }
+
+    #[test]
+    fn many_changes_after_a_peak_take_it_once() {
+        let mut at = AtReservedPeak::default();
+        let mut live: Map<GroupKey, GroupBytes> = Map::default();
+        at.peaked(0);
+        for i in 0..CHANGES_KEPT as u64 * 3 {
+            live.insert(
+                key(i),
+                GroupBytes {
+                    bytes: 1,
+                    blocks: 1,
+                },
+            );
+            at.tensors_changed(i + 1, &[change(i, 1, true)], Some(&live));
+        }
+        assert!(at.tensors().is_empty());
+        assert!(at.since.is_empty() && !at.pending);
+    }
+}
