@@ -291,3 +291,82 @@ fn a_program_without_libraries_nvml_or_categories_has_no_split() {
     let device = &run.summary()["processes"][0]["devices"][0];
     assert_eq!(device["split_at_peak"], Value::Null, "{device}");
 }
+
+/// The most of each category series (`PREFIX` `tensors:` or `reserved:`) of the timeline.
+fn category_series_most(timeline: &Value, prefix: &str) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = timeline["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let name = s["layer"].as_str()?.strip_prefix(prefix)?;
+            let most = s["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["max_bytes"].as_u64().unwrap())
+                .max()
+                .unwrap_or(0);
+            Some((name.to_string(), most))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The workload's own categories that held bytes, by name, sorted.
+fn held(truth: &Value) -> Vec<(String, u64)> {
+    let mut want: Vec<(String, u64)> = by_category(truth).into_iter().filter(|x| x.1 > 0).collect();
+    want.sort();
+    want
+}
+
+#[test]
+fn the_timeline_and_its_plot_stack_the_categories() {
+    // Tensors: every block stays live to the end, so each category's most is its end.
+    let run = run_sim(
+        "tagged_pool",
+        &["whole"],
+        &[],
+        &[("VRAMTRACE_NVML_MS", "20")],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES ");
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    assert_eq!(category_series_most(&timeline, "tensors:"), held(&truth));
+    assert!(category_series_most(&timeline, "reserved:").is_empty());
+    // `--layer allocated` keeps them; `--layer reserved` does not.
+    let allocated: Value =
+        serde_json::from_str(&run.view(&["timeline", "--json", "--layer", "allocated"])).unwrap();
+    assert_eq!(category_series_most(&allocated, "tensors:"), held(&truth));
+    let reserved: Value =
+        serde_json::from_str(&run.view(&["timeline", "--json", "--layer", "reserved"])).unwrap();
+    assert!(category_series_most(&reserved, "tensors:").is_empty());
+    // The plot draws one area per category that held bytes, named in its legend.
+    let svg = run.dir.path().join("plot.svg");
+    run.view(&["timeline", "--svg", svg.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(
+        svg.matches("class=\"vt-area\"").count(),
+        held(&truth).len(),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("tensors by category") && svg.contains(">optimizer state<"),
+        "{svg}"
+    );
+
+    // A program without tensors: its reserved layer, by the categories it named.
+    let run = run_sim("tagged_pool", &["device"], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_CATEGORIES ");
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    assert_eq!(category_series_most(&timeline, "reserved:"), held(&truth));
+    assert!(category_series_most(&timeline, "tensors:").is_empty());
+
+    // A program that names none has no category series, and its plot no areas.
+    let run = run_sim("caching_pool", &[], &[], &[]);
+    let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
+    assert!(category_series_most(&timeline, "tensors:").is_empty());
+    assert!(category_series_most(&timeline, "reserved:").is_empty());
+}

@@ -3,7 +3,6 @@
 
 pub mod check;
 pub mod csv;
-mod device_split;
 pub mod diff;
 pub mod escape;
 mod event_kind;
@@ -14,6 +13,7 @@ pub mod parquet;
 pub mod peak;
 pub mod perfetto;
 pub mod plot;
+mod plot_areas;
 mod rank_spread;
 pub mod report;
 pub mod style;

@@ -150,7 +150,11 @@ fn reserved(o: &mut String, f: &Postmortem) {
         );
     }
     if let Some(split) = &f.split {
-        let _ = writeln!(o, "    all of it: {}", super::device_split::line(split));
+        let _ = writeln!(
+            o,
+            "    all of it: {}",
+            crate::views::device_split::line(split)
+        );
     }
     for g in f.live_groups.iter().take(TOP_GROUPS) {
         let _ = writeln!(

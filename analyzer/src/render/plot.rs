@@ -206,6 +206,7 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
             units::bytes(c)
         );
     }
+    super::plot_areas::draw(&mut o, p, &x, &y, W - RIGHT);
     markers(&mut o, p, &x);
     for (i, line) in p.lines.iter().enumerate() {
         let mut pts = String::new();
@@ -246,6 +247,9 @@ pub fn svg(p: &DevicePlot, id: &str, titled: bool) -> String {
         W - RIGHT,
         H - BOTTOM + 30.0
     );
+    // Under the time axis and its label, after any notes.
+    let row = notes.len().max(1) as f64;
+    super::plot_areas::legend(&mut o, p, LEFT, H - BOTTOM + 30.0 + 12.0 * row);
     for (i, n) in notes.iter().enumerate() {
         let _ = write!(
             o,
@@ -456,6 +460,7 @@ mod tests {
             title: "GPU 0".into(),
             ranks: Vec::new(),
             lines,
+            areas: Vec::new(),
             capacity_bytes: capacity,
             peak_bytes: peak,
             peak_time_ns: 1,

@@ -169,7 +169,7 @@ pub fn text(s: &Summary) -> String {
                 let _ = writeln!(
                     o,
                     "    all of it at its reserved peak: {}",
-                    super::device_split::line(split)
+                    crate::views::device_split::line(split)
                 );
             }
             if let Some(c) = d
@@ -246,7 +246,7 @@ pub fn text(s: &Summary) -> String {
                 let _ = writeln!(
                     o,
                     "    all of it then: {}",
-                    super::device_split::line(split)
+                    crate::views::device_split::line(split)
                 );
             }
         }

@@ -102,7 +102,11 @@ fn out_of_memory(
         group_line(o, "  ", g, f.held_unit, "");
     }
     if let Some(split) = &f.split {
-        let _ = writeln!(o, "  all of it then: {}", super::device_split::line(split));
+        let _ = writeln!(
+            o,
+            "  all of it then: {}",
+            crate::views::device_split::line(split)
+        );
     }
 }
 
@@ -173,19 +177,12 @@ fn peak(o: &mut String, s: &Summary, failed: u64, oom: bool, many_hosts: bool) {
         t(&gpu_label(&d.host, &d.gpu, many_hosts)),
         units::seconds(d.peak_time_ns),
     );
-    // One process's peak is the GPU's: its split is the GPU's at that moment.
-    let split = match d.pids.as_slice() {
-        [pid] => s
-            .processes
-            .iter()
-            .filter(|p| p.pid == *pid && p.host == d.host)
-            .flat_map(|p| &p.devices)
-            .find(|pd| pd.gpu == d.gpu)
-            .and_then(|pd| pd.split_at_peak.as_ref()),
-        _ => None,
-    };
-    if let Some(split) = split {
-        let _ = writeln!(o, "  at the peak: {}", super::device_split::line(split));
+    if let Some(split) = d.split_at_peak(s) {
+        let _ = writeln!(
+            o,
+            "  at the peak: {}",
+            crate::views::device_split::line(split)
+        );
     }
 }
 

@@ -70,6 +70,11 @@ impl Beside {
         None
     }
 
+    /// Adds to `into` the categories of the stacks its events made since the last call.
+    pub fn learn_categories(&mut self, into: &mut crate::model::Map<u64, crate::model::Category>) {
+        self.snap.learn_categories(into);
+    }
+
     /// The frames and stacks the tensors point at (ids clear of the trace's), and their
     /// categories.
     pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {

@@ -5,7 +5,7 @@
 //! before the replay (`snapshots.rs`, `made.rs`); large ones past the first few of a run
 //! are read inline: a thread and its batches per file would cost more than they save.
 
-use crate::model::TensorCategories;
+use crate::model::{Category, Map, TensorCategories};
 use crate::snapshot::events::SnapshotEvents;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
@@ -17,6 +17,9 @@ const AHEAD: usize = 2;
 
 /// Below this many history entries a snapshot is read inline.
 pub const THREAD_ENTRIES: usize = 1 << 16;
+
+/// Events made on the thread, with the categories of the stacks they made.
+type Batch = (Vec<Event>, Vec<(u64, Category)>);
 
 pub struct Feed {
     state: State,
@@ -35,7 +38,10 @@ enum State {
     },
     Thread {
         batch: std::vec::IntoIter<Event>,
-        batches: Receiver<Vec<Event>>,
+        /// Each batch with the categories of the stacks its events made.
+        batches: Receiver<Batch>,
+        /// The categories of the batches received, not yet learned.
+        categories: Vec<(u64, Category)>,
         thread: JoinHandle<Option<SnapshotEvents>>,
     },
     /// The thread is joined: the source, for its stacks and end.
@@ -76,12 +82,20 @@ impl Feed {
         let e = match &mut self.state {
             State::Inline(snap) => snap.next_event(),
             State::Made { events, .. } => events.next(),
-            State::Thread { batch, batches, .. } => loop {
+            State::Thread {
+                batch,
+                batches,
+                categories,
+                ..
+            } => loop {
                 if let Some(e) = batch.next() {
                     break Some(e);
                 }
                 match batches.recv() {
-                    Ok(b) => *batch = b.into_iter(),
+                    Ok((b, learned)) => {
+                        *batch = b.into_iter();
+                        categories.extend(learned);
+                    }
                     Err(_) => {
                         self.finish();
                         break None;
@@ -129,6 +143,18 @@ impl Feed {
         self.source().map(|s| s.take_stacks()).unwrap_or_default()
     }
 
+    /// Adds to `into` the categories of the stacks of the events handed out so far.
+    pub fn learn_categories(&mut self, into: &mut Map<u64, Category>) {
+        match &mut self.state {
+            State::Thread { categories, .. } => into.extend(categories.drain(..)),
+            _ => {
+                if let Some(s) = self.source() {
+                    s.learn_categories(into);
+                }
+            }
+        }
+    }
+
     /// What the views say of the snapshot, once its events are read.
     pub fn facts(&mut self) -> Option<crate::snapshot::events::SnapshotFacts> {
         Some(self.source()?.facts())
@@ -144,7 +170,7 @@ impl Feed {
 /// `snap` read on a new thread; inline where none can be started.
 fn spawn(snap: SnapshotEvents) -> State {
     let (give, take) = sync_channel::<SnapshotEvents>(1);
-    let (send, batches) = sync_channel::<Vec<Event>>(AHEAD);
+    let (send, batches) = sync_channel::<Batch>(AHEAD);
     let started = std::thread::Builder::new()
         .name("snapshot-events".into())
         .spawn(move || {
@@ -159,8 +185,11 @@ fn spawn(snap: SnapshotEvents) -> State {
                     }
                 }
                 let last = batch.len() < BATCH;
+                let mut learned = Map::default();
+                snap.learn_categories(&mut learned);
+                let learned = learned.into_iter().collect();
                 // A closed receiver: the replay stopped reading.
-                if (!batch.is_empty() && send.send(batch).is_err()) || last {
+                if (!batch.is_empty() && send.send((batch, learned)).is_err()) || last {
                     return Some(snap);
                 }
             }
@@ -171,6 +200,7 @@ fn spawn(snap: SnapshotEvents) -> State {
             Ok(()) => State::Thread {
                 batch: Vec::new().into_iter(),
                 batches,
+                categories: Vec::new(),
                 thread,
             },
             Err(back) => State::Inline(Box::new(back.0)),

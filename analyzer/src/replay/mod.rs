@@ -465,8 +465,16 @@ impl Run {
                 }
                 next
             }
-            Events::Snapshot(snap) => Ok(snap.next_event()),
-            Events::Beside(b) => Ok(b.next_event()),
+            Events::Snapshot(snap) => {
+                let next = snap.next_event();
+                snap.learn_categories(&mut self.processes[i].categories.by_stack);
+                Ok(next)
+            }
+            Events::Beside(b) => {
+                let next = b.next_event();
+                b.learn_categories(&mut self.processes[i].categories.by_stack);
+                Ok(next)
+            }
         };
         match next {
             Ok(Some(event)) => {

@@ -15,7 +15,7 @@ use super::pickle::Pickle;
 use super::stack_ids::StackIds;
 use crate::allocator::follow::Shape;
 use crate::allocator::Settings;
-use crate::model::{TensorCategories, Window};
+use crate::model::{Category, Map, TensorCategories, Window};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
@@ -256,6 +256,11 @@ impl SnapshotEvents {
         if let Some(e) = c.front() {
             self.fronts.push(Reverse((e.t, i)));
         }
+    }
+
+    /// Adds to `into` the categories of the stacks its events made since the last call.
+    pub fn learn_categories(&mut self, into: &mut Map<u64, Category>) {
+        self.stacks.learn_categories(into);
     }
 
     /// The stacks the events read so far point at (all of them once `next_event` has

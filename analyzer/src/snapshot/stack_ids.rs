@@ -26,6 +26,8 @@ pub struct StackIds {
     lists: Map<usize, u64>,
     /// Each stack id's category (a stack without frames, id 0, has none: not known).
     pub categories: Map<u64, Category>,
+    /// Categories of stacks made since [`StackIds::learn_categories`] last took them.
+    fresh: Vec<(u64, Category)>,
     reader: FrameReader,
     all_frames: bool,
 }
@@ -41,6 +43,7 @@ impl StackIds {
             nodes_made: 0,
             lists: Map::default(),
             categories: Map::default(),
+            fresh: Vec::new(),
             reader: FrameReader::default(),
             all_frames,
         }
@@ -89,10 +92,17 @@ impl StackIds {
                 next_id
             });
         }
-        if node != 0 {
-            self.categories.insert(node, category);
+        if node != 0 && self.categories.insert(node, category).is_none() {
+            self.fresh.push((node, category));
         }
         node
+    }
+
+    /// Adds to `into` the categories of the stacks made since the last call: a replay
+    /// knows each tensor's category as its event is applied (the timeline splits the
+    /// tensors by category over time).
+    pub fn learn_categories(&mut self, into: &mut Map<u64, Category>) {
+        into.extend(self.fresh.drain(..));
     }
 
     /// Every frame list read: what reading them needed is dropped (the stack table and the

@@ -32,7 +32,7 @@ pub struct CategoryBytes {
 
 /// Whether `p`'s tensors have categories: a snapshot's, a trace's joined by one, or a
 /// program's that named them with category ranges.
-fn known(p: &ProcessModel) -> bool {
+pub fn known(p: &ProcessModel) -> bool {
     p.categories.from_snapshot
         || p.categories.annotated
         || p.header.interposer == SNAPSHOT_INTERPOSER
@@ -40,7 +40,7 @@ fn known(p: &ProcessModel) -> bool {
 
 /// The category of a group: the one the program named (a range open when it was
 /// allocated), else its stack's.
-fn category_of(p: &ProcessModel, key: &GroupKey) -> Category {
+pub fn category_of(p: &ProcessModel, key: &GroupKey) -> Category {
     key.category.unwrap_or_else(|| {
         p.categories
             .by_stack

@@ -27,6 +27,7 @@ pub mod ranks;
 pub mod report;
 pub mod summary;
 pub mod timeline;
+pub mod timeline_categories;
 
 /// The version of every view's JSON; bumped when a key changes meaning or goes away.
 pub const JSON_VERSION: u32 = 1;

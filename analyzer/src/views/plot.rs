@@ -6,6 +6,7 @@ use super::marks::{Marker, Marks, Phase};
 use super::oom::OomView;
 use super::summary::Summary;
 use super::timeline::{Timeline, TimelineSeries};
+use super::timeline_categories::index;
 use crate::replay::devices::gpu_label;
 use serde::Serialize;
 
@@ -26,6 +27,10 @@ pub struct DevicePlot {
     /// The ranks of the processes on it (a rank on two GPUs is on both), in rank order.
     pub ranks: Vec<String>,
     pub lines: Vec<Line>,
+    /// The allocated layer (or, for a program without tensors, the reserved layer) split
+    /// by category, stacked bottom to top in the categories' order, where one process on
+    /// the GPU has categories (two processes' would stack as if one).
+    pub areas: Vec<Area>,
     /// The device's total memory, where the driver or NVML said it.
     pub capacity_bytes: Option<u64>,
     /// The reserved layer's peak (every process on the GPU summed).
@@ -54,6 +59,17 @@ pub struct Line {
     pub points: Vec<(u64, u64)>,
     /// Another run's line, drawn for comparison (`report --baseline`).
     pub baseline: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Area {
+    /// `tensors:parameters`, `reserved:parameters`, ...: the timeline's layer of the
+    /// category.
+    pub layer: &'static str,
+    /// The process, as a line names it.
+    pub who: String,
+    /// (bucket start, the category's bytes when the tensors summed most in the bucket)
+    pub points: Vec<(u64, u64)>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -151,6 +167,7 @@ fn device(
             baseline: false,
         })
         .collect();
+    let areas = areas(t, summary, host, gpu);
     let run_device = summary
         .devices
         .iter()
@@ -201,6 +218,7 @@ fn device(
         title: gpu_label(host, gpu, many_hosts),
         ranks: super::ranks::of_pids(summary, host, &pids),
         lines,
+        areas,
         capacity_bytes,
         peak_bytes: run_device.map_or(0, |d| d.peak_reserved_bytes),
         peak_time_ns: run_device.map_or(0, |d| d.peak_time_ns),
@@ -234,6 +252,53 @@ fn who(s: &TimelineSeries, summary: &Summary) -> String {
         Some(pid) => super::process_name::with_rank(summary, &s.host, pid),
         None => "all processes".into(),
     }
+}
+
+/// The category areas of one GPU: its one process's category series, merged to
+/// [`MAX_POINTS`] as one (each merged point is the one where their sum is most).
+fn areas(t: &Timeline, summary: &Summary, host: &str, gpu: &str) -> Vec<Area> {
+    let series: Vec<&TimelineSeries> = t
+        .series
+        .iter()
+        .filter(|s| s.host == host && s.gpu == gpu && index(s.layer).is_some())
+        .collect();
+    let Some(first) = series.first() else {
+        return Vec::new();
+    };
+    if series
+        .iter()
+        .any(|s| s.pid != first.pid || s.device != first.device)
+    {
+        return Vec::new();
+    }
+    let n = series.iter().map(|s| s.points.len()).min().unwrap_or(0);
+    let per = n.div_ceil(MAX_POINTS).max(1);
+    let sum = |i: usize| {
+        series
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.points[i].max_bytes))
+    };
+    let picks: Vec<(u64, usize)> = (0..n)
+        .step_by(per)
+        .map(|start| {
+            let end = (start + per).min(n);
+            let most = (start..end).max_by_key(|&i| (sum(i), std::cmp::Reverse(i)));
+            (series[0].points[start].time_ns, most.unwrap_or(start))
+        })
+        .collect();
+    let mut areas: Vec<Area> = series
+        .iter()
+        .map(|s| Area {
+            layer: s.layer,
+            who: who(s, summary),
+            points: picks
+                .iter()
+                .map(|&(t, i)| (t, s.points[i].max_bytes))
+                .collect(),
+        })
+        .collect();
+    areas.sort_by_key(|a| index(a.layer));
+    areas
 }
 
 /// The series' points, neighbours merged (keeping the most) down to [`MAX_POINTS`].

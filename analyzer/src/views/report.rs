@@ -361,6 +361,12 @@ fn verdict(
                 bytes(f.live_bytes),
             ),
         });
+        if let Some(split) = &f.split {
+            v.push(format!(
+                "All of it then: {}.",
+                super::device_split::line(split)
+            ));
+        }
     }
     if let Some(super::summary::HighestPeak {
         device: d,
@@ -385,6 +391,12 @@ fn verdict(
             gpu_label(&d.host, &d.gpu, many_hosts),
             secs(d.peak_time_ns),
         ));
+        if let Some(split) = d.split_at_peak(s) {
+            v.push(format!(
+                "At the peak: {}.",
+                super::device_split::line(split)
+            ));
+        }
     }
     let leaked = if end.leaked_bytes > 0 {
         let n: u64 = end.leaked.iter().map(|r| r.count).sum();

@@ -430,6 +430,22 @@ fn process(run: &Run, i: usize, p: &ProcessModel, layer: Option<Layer>) -> Proce
     }
 }
 
+impl RunDeviceSummary {
+    /// The split of the GPU's memory at its peak: its one process's at that process's
+    /// reserved peak, which is the GPU's; `None` where processes shared it.
+    pub fn split_at_peak<'a>(&self, s: &'a Summary) -> Option<&'a DeviceSplit> {
+        let [pid] = self.pids.as_slice() else {
+            return None;
+        };
+        s.processes
+            .iter()
+            .filter(|p| p.pid == *pid && p.host == self.host)
+            .flat_map(|p| &p.devices)
+            .find(|pd| pd.gpu == self.gpu)
+            .and_then(|pd| pd.split_at_peak.as_ref())
+    }
+}
+
 /// Who held the memory at failure `f`, at the layer the text shows, and its unit.
 fn held_at(
     p: &ProcessModel,

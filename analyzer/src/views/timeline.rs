@@ -3,6 +3,8 @@
 //! events. Without a chosen resolution the buckets start at 1 us and widen tenfold
 //! whenever there would be more than [`AUTO_BUCKETS`] of them.
 
+use super::categories;
+use super::timeline_categories::{CategorySeries, LAYERS, RESERVED_LAYERS};
 use crate::model::Map;
 use crate::replay::{Run, Step};
 use serde::Serialize;
@@ -94,6 +96,8 @@ impl Key {
 #[derive(Clone, Copy, Default)]
 struct Slots {
     series: [Option<usize>; 7],
+    /// Its tensors by category, in `TimelineBuilder::categories`.
+    categories: Option<usize>,
     /// The bucket in which the largest free block was last taken.
     largest_taken: Option<u64>,
 }
@@ -106,6 +110,7 @@ pub struct TimelineBuilder {
     covered: u64,
     series: Vec<Series>,
     index: Map<Key, usize>,
+    categories: Vec<CategorySeries>,
     /// Per (process index, device ordinal), its series found so far; `last` is the
     /// (process, ordinal) and index in `slots` of the previous step's, since consecutive
     /// events mostly come from one process and device.
@@ -140,6 +145,7 @@ impl TimelineBuilder {
             covered: covered(width, max_buckets),
             series: Vec::new(),
             index: Map::default(),
+            categories: Vec::new(),
             slots: Vec::new(),
             slot_index: Map::default(),
             last: None,
@@ -162,6 +168,16 @@ impl TimelineBuilder {
             let slot = self.slots_of(step.process, c.dev);
             let i = self.series_in(slot, Key::Process(step.process, c.dev));
             self.record_at(i, step.time, live);
+            // A program without tensors that names its allocations' categories.
+            let tensors = step
+                .model
+                .layers
+                .devices
+                .get(&c.dev)
+                .is_some_and(|l| l.annotated);
+            if step.model.categories.annotated && !tensors {
+                self.categories_changed(step, slot, c.dev, true);
+            }
             if let Some(d) = step.devices.lookup(step.process, c.dev) {
                 let total = step.devices.devices[d].1.reserved;
                 self.record(Key::Device(d), step.time, total);
@@ -190,6 +206,10 @@ impl TimelineBuilder {
         if sampled {
             record(self, Layer::Device, e.size);
         }
+        let tensors = step.model.tensor_changes();
+        if annotated && !tensors.is_empty() {
+            self.categories_changed(step, slot, e.dev, false);
+        }
         if layer.annotated && (annotated || reserved_changed) {
             let reserved = step.model.devices.get(&e.dev).map_or(0, |d| d.reserved);
             record(self, Layer::Allocated, layer.allocated);
@@ -211,6 +231,51 @@ impl TimelineBuilder {
                     );
                     record(self, Layer::FreeBlocks, state.free_blocks);
                 }
+            }
+        }
+    }
+
+    /// The categories of the tensors (or, `reserved`, of the reserved layer) of the
+    /// process's device `dev` (of `slots[slot]`) after `step`. A device's series splits one
+    /// layer: its tensors once it has any (the reserved layer's series made before its
+    /// first tensor is dropped: its allocator's segments are not what the program named).
+    fn categories_changed(&mut self, step: &Step, slot: usize, dev: i32, reserved: bool) {
+        let b = self.bucket(step.time);
+        let model = step.model;
+        if let Some(i) = self.slots[slot].categories {
+            if self.categories[i].reserved && !reserved {
+                self.categories[i] = CategorySeries::default();
+                self.slots[slot].categories = None;
+            }
+        }
+        match self.slots[slot].categories {
+            Some(i) if self.categories[i].reserved == reserved => {
+                let changes = if reserved {
+                    step.changes
+                } else {
+                    model.tensor_changes()
+                };
+                let category = |k: &crate::model::GroupKey| categories::category_of(model, k);
+                self.categories[i].changed(category, changes, b);
+            }
+            Some(_) => {}
+            None => {
+                let live = if reserved {
+                    model.devices.get(&dev).map(|d| &d.groups)
+                } else {
+                    model.layers.tensors.get(&dev).map(|t| &t.groups)
+                };
+                let empty = Map::default();
+                let s = CategorySeries::new(
+                    step.process,
+                    dev,
+                    reserved,
+                    model,
+                    live.unwrap_or(&empty),
+                    b,
+                );
+                self.categories.push(s);
+                self.slots[slot].categories = Some(self.categories.len() - 1);
             }
         }
     }
@@ -333,6 +398,9 @@ impl TimelineBuilder {
             }
             s.buckets = merged;
         }
+        for c in &mut self.categories {
+            c.coarsen();
+        }
     }
 
     /// The view, with every series running to the run's last event.
@@ -381,6 +449,7 @@ impl TimelineBuilder {
                 describe(run, s.key, points)
             })
             .collect();
+        series.extend(self.category_series(run, last + 1));
         series.sort_by(|a, b| {
             (
                 a.scope,
@@ -411,13 +480,58 @@ impl TimelineBuilder {
     }
 }
 
+impl TimelineBuilder {
+    /// The tensors' series by category, for processes whose categories are known, those of
+    /// a category that ever held bytes.
+    fn category_series(&self, run: &Run, buckets: usize) -> Vec<TimelineSeries> {
+        let mut out = Vec::new();
+        for s in &self.categories {
+            let p = &run.processes[s.process];
+            let (known, layers) = match s.reserved {
+                // A series dropped for its device's tensors.
+                _ if s.buckets.is_empty() => (false, &LAYERS),
+                true => (p.categories.annotated, &RESERVED_LAYERS),
+                false => (categories::known(p), &LAYERS),
+            };
+            if !known {
+                continue;
+            }
+            for (c, layer) in layers.iter().enumerate() {
+                let points = s.points(c, buckets);
+                if points.iter().all(|p| p.0 == 0 && p.1 == 0) {
+                    continue;
+                }
+                let points = points
+                    .into_iter()
+                    .enumerate()
+                    .map(|(b, (max_bytes, live_bytes))| Point {
+                        time_ns: b as u64 * self.width,
+                        max_bytes,
+                        live_bytes,
+                    })
+                    .collect();
+                out.push(TimelineSeries {
+                    layer,
+                    ..describe(run, Key::Process(s.process, s.device), points)
+                });
+            }
+        }
+        out
+    }
+}
+
 impl Timeline {
     /// Keeps the series of one layer (`--layer`): `allocated` keeps the tensors' series
     /// (annotated blocks, and a hook snapshot's tensors, which the replay gives as one),
     /// `reserved` the reserved bytes'. Without it every layer is kept, each series naming
     /// its own.
     pub fn keep_layer(&mut self, layer: super::layer::Layer) {
-        self.series.retain(|s| s.layer == layer.name());
+        let of_layer = match layer {
+            super::layer::Layer::Allocated => &LAYERS,
+            super::layer::Layer::Reserved => &RESERVED_LAYERS,
+        };
+        self.series
+            .retain(|s| s.layer == layer.name() || of_layer.contains(&s.layer));
     }
 }
 

@@ -100,6 +100,11 @@ function vtZoom(svg, lines, bucket, button, note, onzoom) {
       }
       e.setAttribute('visibility', inside ? 'visible' : 'hidden');
     });
+    // The categories' areas are drawn for the whole run (their legend says so): hidden
+    // while zoomed.
+    svg.querySelectorAll('.vt-area').forEach(function (e) {
+      e.setAttribute('visibility', z.zoomed() ? 'hidden' : 'visible');
+    });
   }
 
   function paths() {
