@@ -83,6 +83,7 @@ const WORKLOADS: &[(&str, &str, &str, Link, &[&str])] = &[
             "-ldl",
             "-l:libnccl.so.2",
             "-l:libcublas.so.12",
+            "-l:libvt_plugin.so",
             "-rdynamic",
         ],
     ),
@@ -493,10 +494,12 @@ fn main() {
         &lib_dir,
         "-lcuda",
     ]);
-    // Libraries that allocate from the driver themselves, by their real files' names.
+    // Libraries that allocate from the driver themselves, by their real files' names, and
+    // one of no known name.
     for (file, reserve) in [
         ("libnccl.so.2", "vt_nccl_buffers"),
         ("libcublas.so.12", "vt_cublas_workspace"),
+        ("libvt_plugin.so", "vt_plugin_buffers"),
     ] {
         gcc(&[
             "-shared",

@@ -45,6 +45,18 @@ pub fn count(n: u64, one: &str) -> String {
     }
 }
 
+/// `part` as a whole percentage of `whole` (not 0): `12%`; a share that rounds to 0% or
+/// 100% without being it says `<1%` or `>99%`, so that a change never reads as none, nor
+/// as all of it.
+pub fn percent(part: u64, whole: u64) -> String {
+    let p = part as f64 * 100.0 / whole.max(1) as f64;
+    match p.round() {
+        0.0 if part > 0 => "<1%".into(),
+        100.0 if part < whole => ">99%".into(),
+        r => format!("{r:.0}%"),
+    }
+}
+
 /// Nanoseconds as seconds with millisecond precision: `12.345s`.
 pub fn seconds(ns: u64) -> String {
     format!("{:.3}s", ns as f64 / 1e9)
@@ -116,6 +128,16 @@ pub fn when(run_start_unix_ns: u64, t: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentage_is_neither_none_nor_all_unless_it_is() {
+        assert_eq!(percent(0, 200), "0%");
+        assert_eq!(percent(1, 1000), "<1%");
+        assert_eq!(percent(199, 200), ">99%");
+        assert_eq!(percent(200, 200), "100%");
+        assert_eq!(percent(50, 200), "25%");
+        assert_eq!(percent(600, 200), "300%");
+    }
 
     #[test]
     fn durations_and_wall_clock() {

@@ -201,6 +201,8 @@ fn whole_truth(truth: &Value, cache: u64, context: u64) -> Vec<(String, u64)> {
     want.push(("allocator_cache".into(), cache));
     want.push(("nccl".into(), truth["nccl"].as_u64().unwrap()));
     want.push(("cublas".into(), truth["cublas"].as_u64().unwrap()));
+    let other = truth["other_libraries"].as_u64().unwrap();
+    want.push(("other_libraries".into(), other));
     want.push(("context_and_driver".into(), context));
     want.retain(|x| x.1 > 0);
     want
@@ -239,10 +241,11 @@ fn the_whole_device_splits_into_categories_cache_libraries_and_context() {
     let held = run.printed("VRAMTRACE_CATEGORIES ");
     let tensors: u64 = by_category(&held).iter().map(|x| x.1).sum();
     let mut at_failure = held.clone();
-    at_failure["nccl"] = at_peak["nccl"].clone();
-    at_failure["cublas"] = at_peak["cublas"].clone();
-    let segments =
-        reserved - at_peak["nccl"].as_u64().unwrap() - at_peak["cublas"].as_u64().unwrap();
+    let mut segments = reserved;
+    for library in ["nccl", "cublas", "other_libraries"] {
+        at_failure[library] = at_peak[library].clone();
+        segments -= at_peak[library].as_u64().unwrap();
+    }
     let want = whole_truth(&at_failure, segments - tensors, CONTEXT);
     let failure = &summary["processes"][0]["failures"][0];
     assert_eq!(parts(&failure["split"]), want, "{failure}");
@@ -260,6 +263,7 @@ fn the_whole_device_splits_into_categories_cache_libraries_and_context() {
         "parameters 12.0 MiB",
         "NCCL 6.0 MiB",
         "cuBLAS 3.0 MiB",
+        "other libraries 2.0 MiB",
         "context and driver 5.0 MiB",
     ] {
         assert!(line.contains(words), "{line}");
@@ -270,6 +274,23 @@ fn the_whole_device_splits_into_categories_cache_libraries_and_context() {
     );
     let oom_text = run.view(&["oom"]);
     assert!(oom_text.contains("all of it: "), "{oom_text}");
+
+    // The misspelt range is said to be none, once for its two markers.
+    let out = std::process::Command::new(vramtrace_tests::harness::vramtrace())
+        .arg("summary")
+        .arg(run.dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("category ranges"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(
+        notes[0].contains("2 markers") && notes[0].contains("`category:Parameters`"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -369,4 +390,30 @@ fn the_timeline_and_its_plot_stack_the_categories() {
     let timeline: Value = serde_json::from_str(&run.view(&["timeline", "--json"])).unwrap();
     assert!(category_series_most(&timeline, "tensors:").is_empty());
     assert!(category_series_most(&timeline, "reserved:").is_empty());
+}
+
+#[test]
+fn a_python_programs_own_allocations_through_ctypes_are_not_a_librarys() {
+    // python_ctypes.py allocates 1 + 2 + 3 + 4 MiB through ctypes from its own code, and
+    // 5 MiB inside libvt_own_thread.so: only those are a library's.
+    let python = vramtrace_tests::harness::python();
+    let script = vramtrace_tests::harness::script("python_ctypes.py");
+    let run = vramtrace_tests::harness::run_sim_command(
+        &[python.as_os_str(), script.as_os_str()],
+        &[],
+        &[],
+    );
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let summary = run.summary();
+    let device = &summary["processes"][0]["devices"][0];
+    let split = parts(&device["split_at_peak"]);
+    let mib = 1u64 << 20;
+    assert_eq!(
+        split,
+        vec![
+            ("unknown".to_string(), 10 * mib),
+            ("other_libraries".to_string(), 5 * mib)
+        ],
+        "{device}"
+    );
 }

@@ -16,12 +16,14 @@
  *
  * `tagged_pool whole`: the pool grows by segments of SEGMENT bytes as blocks need them
  * (each new one is the reserved layer's peak), beside libraries that take memory from the
- * driver themselves (libnccl.so.2, libcublas.so.12: library_buffer.c), with NVML loaded.
+ * driver themselves (libnccl.so.2, libcublas.so.12, libvt_plugin.so: library_buffer.c),
+ * with NVML loaded.
  * At each new segment it prints
  *   VRAMTRACE_AT_RESERVED_PEAK {...the six categories..., "allocator_cache":B,
- *                               "nccl":B, "cublas":B}
+ *                               "nccl":B, "cublas":B, "other_libraries":B}
  * (the cache: its segments' bytes not requested by a live block), then holds still until
- * NVML was asked twice more; at the end an allocation of 1 TiB fails. */
+ * NVML was asked twice more; at the end an allocation of 1 TiB fails. It begins with a
+ * misspelt range, `category:Parameters`, around nothing. */
 #include "cuda_runtime_sim.h"
 #include "vramtrace.h"
 #include "wl.h"
@@ -36,9 +38,11 @@
 #define SEGMENT (32 * MiB)
 #define NCCL_BYTES (6 * MiB)
 #define CUBLAS_BYTES (3 * MiB)
+#define PLUGIN_BYTES (2 * MiB)
 
 int vt_nccl_buffers(size_t n);
 int vt_cublas_workspace(size_t n);
+int vt_plugin_buffers(size_t n);
 
 enum { PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, OTHER, UNKNOWN, CATEGORIES };
 
@@ -74,9 +78,9 @@ static void grow(size_t n) {
     unsigned long long requested = 0;
     for (int c = 0; c < CATEGORIES; c++) requested += held[c];
     print_categories("VRAMTRACE_AT_RESERVED_PEAK");
-    printf(",\"allocator_cache\":%llu,\"nccl\":%llu,\"cublas\":%llu}\n",
+    printf(",\"allocator_cache\":%llu,\"nccl\":%llu,\"cublas\":%llu,\"other_libraries\":%llu}\n",
            segments * SEGMENT - requested, (unsigned long long)NCCL_BYTES,
-           (unsigned long long)CUBLAS_BYTES);
+           (unsigned long long)CUBLAS_BYTES, (unsigned long long)PLUGIN_BYTES);
     fflush(stdout);
     unsigned long asked = nvml_queries();
     for (int waited = 0; waited < 30000 && nvml_queries() < asked + 2; waited += 5) usleep(5000);
@@ -114,12 +118,16 @@ int main(int argc, char **argv) {
     WL_CHECK(cudaSetDevice(0));
     void *p = NULL;
     if (whole) {
+        /* A misspelt range: a plain marker, which vramtrace says so of. */
+        vramtrace_category_begin_hint("Parameters");
+        vramtrace_category_end_hint("Parameters");
         void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
         if (!nvml) return 3;
         nvml_queries = (unsigned long (*)(void))dlsym(nvml, "vramtrace_sim_nvml_memory_queries");
         if (!nvml_queries) return 3;
         WL_CHECK(vt_nccl_buffers(NCCL_BYTES));
         WL_CHECK(vt_cublas_workspace(CUBLAS_BYTES));
+        WL_CHECK(vt_plugin_buffers(PLUGIN_BYTES));
     } else if (!from_the_driver) {
         WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&p, POOL)));
         pool = (uintptr_t)p;

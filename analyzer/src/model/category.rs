@@ -131,6 +131,11 @@ const MOST_NESTED: usize = 64;
 #[derive(Clone, Debug, Default)]
 pub struct CategoryRanges {
     open: Map<u32, Vec<Category>>,
+    /// Markers that begin like a range's but name no category (`category:Parameters`):
+    /// how many, and the first one's name, for a note (a misspelt range is otherwise a
+    /// plain marker, and the memory inside it silently `unknown`).
+    misnamed: u64,
+    first_misnamed: Option<String>,
 }
 
 impl CategoryRanges {
@@ -141,6 +146,7 @@ impl CategoryRanges {
             .and_then(|n| n.strip_prefix(RANGE_PREFIX))
         {
             let Some(c) = Category::named(c) else {
+                self.misnamed(name);
                 return false;
             };
             if let Some(open) = self.open.get_mut(&tid) {
@@ -154,7 +160,11 @@ impl CategoryRanges {
             }
             return true;
         }
-        let Some(c) = name.strip_prefix(RANGE_PREFIX).and_then(Category::named) else {
+        let Some(c) = name.strip_prefix(RANGE_PREFIX).map(Category::named) else {
+            return false;
+        };
+        let Some(c) = c else {
+            self.misnamed(name);
             return false;
         };
         let open = self.open.entry(tid).or_default();
@@ -164,6 +174,18 @@ impl CategoryRanges {
         true
     }
 
+    fn misnamed(&mut self, name: &str) {
+        self.misnamed += 1;
+        if self.first_misnamed.is_none() {
+            self.first_misnamed = Some(name.chars().take(100).collect());
+        }
+    }
+
+    /// Markers that began like a range's but named no category, and the first's name.
+    pub fn misnamed_markers(&self) -> Option<(u64, &str)> {
+        Some((self.misnamed, self.first_misnamed.as_deref()?))
+    }
+
     /// The category of what thread `tid` allocates now: its innermost open range's.
     pub fn current(&self, tid: u32) -> Option<Category> {
         self.open.get(&tid).and_then(|o| o.last().copied())
@@ -171,6 +193,15 @@ impl CategoryRanges {
 }
 
 impl Category {
+    /// The names a program may give a range: `category:parameters`, ...
+    pub fn range_names() -> Vec<String> {
+        Category::ALL
+            .iter()
+            .filter(|c| **c != Category::Unknown)
+            .map(|c| format!("{RANGE_PREFIX}{}", c.name()))
+            .collect()
+    }
+
     /// A category a program may name: the JSON's names, but `unknown`.
     fn named(name: &str) -> Option<Category> {
         Category::ALL
@@ -194,10 +225,12 @@ mod tests {
         assert_eq!(r.current(2), Some(Category::Activations));
         assert!(r.marker(1, "/category:optimizer_state"));
         assert_eq!(r.current(1), Some(Category::Parameters));
-        // Not a category: a plain marker, nothing changes.
+        // Not a category: a plain marker, nothing changes; counted for a note.
         assert!(!r.marker(1, "category:weights"));
         assert!(!r.marker(1, "forward"));
         assert!(!r.marker(1, "category:unknown"));
+        assert!(!r.marker(1, "/category:Parameters"));
+        assert_eq!(r.misnamed_markers(), Some((3, "category:weights")));
         assert!(r.marker(1, "/category:parameters"));
         assert_eq!(r.current(1), None);
         // A close of nothing open does nothing.

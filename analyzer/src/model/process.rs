@@ -450,6 +450,12 @@ impl ProcessModel {
         self.notes.end.is_some()
     }
 
+    /// Markers that began like a category range's but named no category, and the first
+    /// one's name.
+    pub fn misnamed_ranges(&self) -> Option<(u64, &str)> {
+        self.ranges.misnamed_markers()
+    }
+
     /// Rank from the header's `RANK`, if set.
     pub fn rank(&self) -> Option<&str> {
         self.header.env.get("RANK").map(String::as_str)

@@ -44,7 +44,10 @@ pub fn verdict(d: &DeviceDiff) -> String {
     };
     let share = match a {
         0 => String::new(),
-        _ => format!(" ({:.0}%)", (diff.abs() as f64) * 100.0 / a as f64),
+        _ => {
+            let change = u64::try_from(diff.unsigned_abs()).unwrap_or(u64::MAX);
+            format!(" ({})", units::percent(change, a))
+        }
     };
     // The largest change, and where it has no stack (tensors from before a snapshot's
     // history) the largest that has one after it: that is code to look at.

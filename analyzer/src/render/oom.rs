@@ -146,7 +146,7 @@ fn reserved(o: &mut String, f: &Postmortem) {
         let _ = writeln!(
             o,
             "    by what it was for (named by the program's category ranges): {}",
-            crate::views::categories::words(c)
+            crate::views::categories::reserved_words(c)
         );
     }
     if let Some(split) = &f.split {

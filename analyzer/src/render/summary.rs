@@ -162,7 +162,7 @@ pub fn text(s: &Summary) -> String {
                 let _ = writeln!(
                     o,
                     "    the device memory at its peak was (named by the program's category ranges): {}",
-                    categories::words(c)
+                    categories::reserved_words(c)
                 );
             }
             if let Some(split) = &d.split_at_peak {
@@ -239,7 +239,7 @@ pub fn text(s: &Summary) -> String {
                 let _ = writeln!(
                     o,
                     "    its device memory then was (named by the program's category ranges): {}",
-                    categories::words(c)
+                    categories::reserved_words(c)
                 );
             }
             if let Some(split) = &f.split {

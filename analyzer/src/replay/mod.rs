@@ -522,6 +522,14 @@ impl Run {
                     crate::model::KEPT_FAILURES
                 ));
             }
+            if let Some((n, first)) = p.misnamed_ranges() {
+                out.push(format!(
+                    "note: {}: {} look like category ranges but name no category (the first: `{first}`): they are plain markers, and what was allocated inside them has no category. A range is named one of {}",
+                    p.path.display(),
+                    crate::units::count(n, "marker"),
+                    crate::model::Category::range_names().join(", ")
+                ));
+            }
             if p.notes.late_events > 0 {
                 out.push(format!(
                     "note: {}: {} of its events came later in the file than its reorder window reaches, and were replayed after events timed after them",

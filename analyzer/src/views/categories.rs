@@ -198,9 +198,24 @@ pub fn largest_first(c: &Categories) -> Vec<&CategoryBytes> {
 
 /// `optimizer state 3.2 GiB, gradients 1.6 GiB, ...`: largest first, empty ones left out.
 pub fn words(c: &Categories) -> String {
+    words_naming(c, Category::Other.words())
+}
+
+/// The same of device memory a program without tensors named (its `other` is not tensors).
+pub fn reserved_words(c: &Categories) -> String {
+    words_naming(c, "other")
+}
+
+fn words_naming(c: &Categories, other: &str) -> String {
     largest_first(c)
         .iter()
-        .map(|c| format!("{} {}", c.category.words(), crate::units::bytes(c.bytes)))
+        .map(|c| {
+            let name = match c.category {
+                Category::Other => other,
+                c => c.words(),
+            };
+            format!("{name} {}", crate::units::bytes(c.bytes))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -149,7 +149,7 @@ fn split(p: &ProcessModel, m: Moment) -> Option<DeviceSplit> {
     let mut libraries = 0u64;
     let mut named_in_libraries = [0u64; Category::ALL.len()];
     for (key, g) in m.reserved_groups {
-        if let Some(l) = libraries::of_stack(&p.stacks, key.stack) {
+        if let Some(l) = libraries::of_stack(&p.stacks, key.stack, &p.header.exe) {
             add(Part::Library(l), g.bytes);
             libraries = libraries.saturating_add(g.bytes);
             let c = key.category.unwrap_or(Category::Unknown) as usize;

@@ -1,6 +1,8 @@
 //! Libraries that allocate device memory from the driver themselves, below any caching
-//! allocator: NCCL's communication buffers, cuBLAS's and cuDNN's workspaces. An
-//! allocation is a library's where a frame of its stack is in that library's file.
+//! allocator: NCCL's communication buffers, cuBLAS's and cuDNN's workspaces, and any other
+//! shared library's own allocations (an XLA client's pool, a plugin's buffers). An
+//! allocation is a library's where the innermost frame of its stack that is not CUDA's or
+//! libc's own is in that library's file.
 
 use vramtrace_schema::StackTable;
 
@@ -9,6 +11,9 @@ pub enum Library {
     Nccl,
     Cublas,
     Cudnn,
+    /// A shared library not named above, nor PyTorch's own (its caching allocator's
+    /// segments hold the program's tensors).
+    Other,
 }
 
 /// File names (their start, before the version) of each library's shared objects.
@@ -19,8 +24,16 @@ const FILES: &[(&str, Library)] = &[
     ("libcudnn", Library::Cudnn),
 ];
 
+/// PyTorch's own libraries: what they allocate is its caching allocator's segments.
+const ALLOCATOR_FILES: &[&str] = &["libc10_cuda.so", "libc10.so", "libtorch"];
+
 impl Library {
-    pub const ALL: [Library; 3] = [Library::Nccl, Library::Cublas, Library::Cudnn];
+    pub const ALL: [Library; 4] = [
+        Library::Nccl,
+        Library::Cublas,
+        Library::Cudnn,
+        Library::Other,
+    ];
 
     /// The name the JSON gives it.
     pub fn name(self) -> &'static str {
@@ -28,6 +41,7 @@ impl Library {
             Library::Nccl => "nccl",
             Library::Cublas => "cublas",
             Library::Cudnn => "cudnn",
+            Library::Other => "other_libraries",
         }
     }
 
@@ -36,17 +50,25 @@ impl Library {
             Library::Nccl => "NCCL",
             Library::Cublas => "cuBLAS",
             Library::Cudnn => "cuDNN",
+            Library::Other => "other libraries",
         }
     }
 }
 
-/// The library whose frame is innermost in `stack`, if any: the one that asked the driver.
-pub fn of_stack(stacks: &StackTable, stack: u64) -> Option<Library> {
-    stacks.frames(stack).into_iter().find_map(|f| {
-        let file = f.module.rsplit('/').next().unwrap_or(&f.module);
-        FILES
-            .iter()
-            .find(|(prefix, _)| file.starts_with(prefix))
-            .map(|&(_, l)| l)
-    })
+/// The library that asked the driver for the memory of `stack`, if a library did: the one
+/// of its innermost frame that is not machinery (CUDA's own libraries, libc,
+/// vramtrace's). The program's executable, its Python code and PyTorch's libraries are
+/// not libraries here.
+pub fn of_stack(stacks: &StackTable, stack: u64, exe: &str) -> Option<Library> {
+    let frame = stacks
+        .frames(stack)
+        .into_iter()
+        .find(|f| !super::stacks::is_machinery_module(&f.module))?;
+    let file = frame.module.rsplit('/').next().unwrap_or(&frame.module);
+    if let Some(&(_, l)) = FILES.iter().find(|(prefix, _)| file.starts_with(prefix)) {
+        return Some(l);
+    }
+    let shared = file.contains(".so") && frame.module != exe;
+    let pytorch = ALLOCATOR_FILES.iter().any(|p| file.starts_with(p));
+    (shared && !pytorch).then_some(Library::Other)
 }

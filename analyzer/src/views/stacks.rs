@@ -49,9 +49,19 @@ const MACHINERY_FUNCTIONS: &[&str] = &[
     "c10::cuda::c10_cuda_check",
 ];
 
+/// Whether a module (its path) is machinery: the CUDA libraries, vramtrace's, libc's, and
+/// the Python interpreter's native code (below its Python frames, or ctypes' calls).
+pub fn is_machinery_module(path: &str) -> bool {
+    let module = path.rsplit('/').next().unwrap_or(path);
+    MACHINERY_MODULES.iter().any(|m| module.starts_with(m))
+        || module.starts_with("libpython")
+        || module.starts_with("python3")
+        || module.starts_with("_ctypes")
+}
+
 fn is_machinery(f: &Call) -> bool {
     let module = f.frame.module.rsplit('/').next().unwrap_or(&f.frame.module);
-    if MACHINERY_MODULES.iter().any(|m| module.starts_with(m)) {
+    if is_machinery_module(module) {
         return true;
     }
     let function = f.function.unwrap_or("");
@@ -65,10 +75,7 @@ fn is_machinery(f: &Call) -> bool {
     if function.starts_with("vramtrace_") {
         return true;
     }
-    // Native frames of the Python interpreter left below its Python frames.
-    module.starts_with("libpython")
-        || module.starts_with("python3")
-        || module.starts_with("_ctypes")
+    false
 }
 
 /// The frames of `stack` to show, innermost first, with the calls inlined at each.
