@@ -417,3 +417,32 @@ fn a_python_programs_own_allocations_through_ctypes_are_not_a_librarys() {
         "{device}"
     );
 }
+
+#[test]
+fn tensors_in_a_librarys_memory_are_tensors_and_the_split_says_what_it_cannot_tell() {
+    let run = run_sim("tagged_pool", &["library_pool"], &[], &[]);
+    assert!(run.output.status.success(), "{}", run.stderr());
+    let truth = run.printed("VRAMTRACE_LIBRARY_POOL ");
+    let n = |k: &str| truth[k].as_u64().unwrap();
+    let summary = run.summary();
+    let split = &summary["processes"][0]["devices"][0]["split_at_peak"];
+    let got = parts(split);
+    let of = |name: &str| got.iter().find(|x| x.0 == name).map_or(0, |x| x.1);
+    assert_eq!(of("activations"), n("activations"), "{split}");
+    assert_eq!(of("parameters"), n("parameters"), "{split}");
+    // Every part sums to the reserved layer, the tensors counted once.
+    assert_eq!(
+        got.iter().map(|x| x.1).sum::<u64>(),
+        n("reserved"),
+        "{split}"
+    );
+    // The tensors beyond what the program reserved itself were in the library's memory.
+    let beyond = n("activations") + n("parameters") - n("own");
+    assert_eq!(
+        split["tensors_in_libraries"].as_u64(),
+        Some(beyond),
+        "{split}"
+    );
+    let text = run.view(&["summary"]);
+    assert!(text.contains("exact together, not each"), "{text}");
+}

@@ -23,7 +23,13 @@
  *                               "nccl":B, "cublas":B, "other_libraries":B}
  * (the cache: its segments' bytes not requested by a live block), then holds still until
  * NVML was asked twice more; at the end an allocation of 1 TiB fails. It begins with a
- * misspelt range, `category:Parameters`, around nothing. */
+ * misspelt range, `category:Parameters`, around nothing.
+ *
+ * `tagged_pool library_pool`: tensors in memory a library allocated, as a PyTorch pool on
+ * ncclMemAlloc: 30 MiB of activations in NCCL's 32 MiB, 40 MiB of parameters in its own
+ * 64 MiB segment, then 1 MiB more from the driver (the reserved layer's peak); prints
+ *   VRAMTRACE_LIBRARY_POOL {"activations":B,"parameters":B,"reserved":B,"own":B}
+ * (`own`: what it reserved itself). */
 #include "cuda_runtime_sim.h"
 #include "vramtrace.h"
 #include "wl.h"
@@ -43,6 +49,7 @@
 int vt_nccl_buffers(size_t n);
 int vt_cublas_workspace(size_t n);
 int vt_plugin_buffers(size_t n);
+void *vt_nccl_buffers_at(void);
 
 enum { PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, OTHER, UNKNOWN, CATEGORIES };
 
@@ -111,11 +118,36 @@ static void *second_thread(void *arg) {
     return NULL;
 }
 
+/* `library_pool`, above. */
+static int library_pool(void) {
+    WL_CHECK(vt_nccl_buffers(NCCL_BYTES * 16 / 3));
+    void *nccl = vt_nccl_buffers_at();
+    size_t activations = 30 * MiB, parameters = 40 * MiB;
+    vramtrace_category_begin_hint("activations");
+    vramtrace_block_alloc_hint(nccl, activations, activations, 0, NULL);
+    truth_call("vramtrace_block_alloc", "block_alloc", 1, activations);
+    vramtrace_category_end_hint("activations");
+    void *segment, *more;
+    WL_CHECK(WL_ALLOC("cudaMalloc", 0, POOL, cudaMalloc(&segment, POOL)));
+    vramtrace_category_begin_hint("parameters");
+    vramtrace_block_alloc_hint(segment, parameters, parameters, 0, NULL);
+    truth_call("vramtrace_block_alloc", "block_alloc", 1, parameters);
+    vramtrace_category_end_hint("parameters");
+    WL_CHECK(WL_ALLOC("cudaMalloc", 0, MiB, cudaMalloc(&more, MiB)));
+    printf("VRAMTRACE_LIBRARY_POOL {\"activations\":%llu,\"parameters\":%llu,\"reserved\":%llu,"
+           "\"own\":%llu}\n",
+           (unsigned long long)activations, (unsigned long long)parameters,
+           (unsigned long long)(NCCL_BYTES * 16 / 3 + POOL + MiB), (unsigned long long)(POOL + MiB));
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     truth_init("tagged-pool");
     from_the_driver = argc > 1 && strcmp(argv[1], "device") == 0;
     whole = argc > 1 && strcmp(argv[1], "whole") == 0;
     WL_CHECK(cudaSetDevice(0));
+    if (argc > 1 && strcmp(argv[1], "library_pool") == 0) return library_pool();
     void *p = NULL;
     if (whole) {
         /* A misspelt range: a plain marker, which vramtrace says so of. */

@@ -43,17 +43,19 @@ impl AtReservedPeak {
         self.sample_after_peak = true;
     }
 
-    /// What the last event, at time `t`, did to the live tensors (`live` after it).
-    pub fn tensors_changed(
+    /// What the last event, at time `t`, did to the live tensors of this device (`live`
+    /// after it): every change of the event at once, since the tensors at the peak are
+    /// the live ones with the changes since undone, all of them.
+    pub fn tensors_changed<'a>(
         &mut self,
         t: u64,
-        changes: &[Change],
+        changes: impl Iterator<Item = &'a Change>,
         live: Option<&Map<GroupKey, GroupBytes>>,
     ) {
-        if !self.pending || changes.is_empty() || t <= self.peak_t {
+        if !self.pending || t <= self.peak_t {
             return;
         }
-        self.since.extend_from_slice(changes);
+        self.since.extend(changes);
         if self.since.len() >= CHANGES_KEPT {
             self.take(live);
         }
@@ -154,10 +156,10 @@ mod tests {
                 blocks: 1,
             },
         );
-        at.tensors_changed(10, &[change(3, 7, true)], Some(&live));
+        at.tensors_changed(10, [change(3, 7, true)].iter(), Some(&live));
         // After the peak: stack 1's tensor is freed, stack 2 allocates two.
         live.remove(&key(1));
-        at.tensors_changed(11, &[change(1, 100, false)], Some(&live));
+        at.tensors_changed(11, [change(1, 100, false)].iter(), Some(&live));
         live.insert(
             key(2),
             GroupBytes {
@@ -165,8 +167,8 @@ mod tests {
                 blocks: 2,
             },
         );
-        at.tensors_changed(12, &[change(2, 20, true)], Some(&live));
-        at.tensors_changed(12, &[change(2, 30, true)], Some(&live));
+        at.tensors_changed(12, [change(2, 20, true)].iter(), Some(&live));
+        at.tensors_changed(12, [change(2, 30, true)].iter(), Some(&live));
         at.take(Some(&live));
         let mut expected: Map<GroupKey, GroupBytes> = Map::default();
         expected.insert(
@@ -187,6 +189,38 @@ mod tests {
     }
 
     #[test]
+    fn an_event_of_two_changes_is_undone_whole_where_it_fills_the_log() {
+        // An address handed out again: its old block's removal and the new one's addition
+        // in one event, the removal the last change the log keeps.
+        let mut at = AtReservedPeak::default();
+        let mut live: Map<GroupKey, GroupBytes> = Map::default();
+        at.peaked(0);
+        for i in 0..CHANGES_KEPT as u64 - 2 {
+            at.tensors_changed(i + 1, [change(100, 1, i % 2 == 0)].iter(), Some(&live));
+        }
+        live.insert(
+            key(1),
+            GroupBytes {
+                bytes: 8,
+                blocks: 1,
+            },
+        );
+        at.tensors_changed(10_000, [change(1, 8, true)].iter(), Some(&live));
+        live.remove(&key(1));
+        live.insert(
+            key(2),
+            GroupBytes {
+                bytes: 150,
+                blocks: 1,
+            },
+        );
+        let event = [change(1, 8, false), change(2, 150, true)];
+        at.tensors_changed(10_001, event.iter(), Some(&live));
+        at.take(Some(&live));
+        assert!(at.tensors().is_empty(), "{:?}", at.tensors());
+    }
+
+    #[test]
     fn many_changes_after_a_peak_take_it_once() {
         let mut at = AtReservedPeak::default();
         let mut live: Map<GroupKey, GroupBytes> = Map::default();
@@ -199,7 +233,7 @@ mod tests {
                     blocks: 1,
                 },
             );
-            at.tensors_changed(i + 1, &[change(i, 1, true)], Some(&live));
+            at.tensors_changed(i + 1, [change(i, 1, true)].iter(), Some(&live));
         }
         assert!(at.tensors().is_empty());
         assert!(at.since.is_empty() && !at.pending);

@@ -204,10 +204,16 @@ impl ProcessModel {
             }
             _ => {}
         }
-        for c in self.layers.changes() {
+        // Each device's changes of the event together (an address handed out again
+        // changes two blocks, of one device or two).
+        let changes = self.layers.changes();
+        for (i, c) in changes.iter().enumerate() {
+            if changes[..i].iter().any(|x| x.dev == c.dev) {
+                continue;
+            }
             if let Some(at) = self.at_reserved_peak.get_mut(&c.dev) {
                 let live = self.layers.tensors.get(&c.dev).map(|t| &t.groups);
-                at.tensors_changed(e.t, std::slice::from_ref(c), live);
+                at.tensors_changed(e.t, changes.iter().filter(|x| x.dev == c.dev), live);
             }
         }
         if self.recent.len() == RECENT_EVENTS {

@@ -18,6 +18,12 @@ pub struct DeviceSplit {
     pub known_by: Option<&'static str>,
     /// The parts that hold bytes, in the order of [`Part`].
     pub parts: Vec<PartBytes>,
+    /// Tensor bytes beyond the program's own reserved memory, so in memory a library
+    /// allocated (a PyTorch pool on `ncclMemAlloc`): they count as tensors, and the
+    /// libraries' parts as what is left of theirs; the allocator cache and the libraries'
+    /// parts are then exact together, not each (which library's memory held them, and
+    /// how much of it was cache, is not known). 0 otherwise.
+    pub tensors_in_libraries: u64,
 }
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +164,9 @@ fn split(p: &ProcessModel, m: Moment) -> Option<DeviceSplit> {
     }
     let rest = m.reserved.saturating_sub(libraries);
     let mut known_by = None;
+    // Tensor bytes beyond what the program's allocator reserved: in memory a library
+    // allocated (a PyTorch pool on `ncclMemAlloc`).
+    let mut inside = 0u64;
     match (
         m.tensors,
         categories::of_reserved_groups(p, m.reserved_groups),
@@ -178,6 +187,7 @@ fn split(p: &ProcessModel, m: Moment) -> Option<DeviceSplit> {
                 }
             }
             add(Part::AllocatorCache, rest.saturating_sub(held));
+            inside = held.saturating_sub(rest);
         }
         (None, Some(kept)) => {
             // Named by the program's ranges; all of them where the failure summed them.
@@ -198,6 +208,14 @@ fn split(p: &ProcessModel, m: Moment) -> Option<DeviceSplit> {
     if let Some(b) = m.beyond_reserved {
         add(Part::ContextAndDriver, b);
     }
+    // Those count as tensors: the libraries' parts are what is left of theirs.
+    let tensors_in_libraries = inside;
+    for l in Library::ALL {
+        let b = &mut bytes[Part::Library(l).index()];
+        let taken = inside.min(*b);
+        *b -= taken;
+        inside -= taken;
+    }
     let parts: Vec<PartBytes> = Part::order()
         .map(|part| PartBytes {
             part,
@@ -212,6 +230,7 @@ fn split(p: &ProcessModel, m: Moment) -> Option<DeviceSplit> {
         reserved_bytes: m.reserved,
         known_by,
         parts,
+        tensors_in_libraries,
     })
 }
 
@@ -241,6 +260,9 @@ pub fn line(s: &DeviceSplit) -> String {
     }
     if has(|p| p == Part::ContextAndDriver) {
         how.push("context and driver: NVML's figure less reserved");
+    }
+    if s.tensors_in_libraries > 0 {
+        how.push("some tensors were in libraries' memory: the cache and the libraries' parts are exact together, not each");
     }
     let how = if how.is_empty() {
         String::new()

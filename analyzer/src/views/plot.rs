@@ -28,8 +28,8 @@ pub struct DevicePlot {
     pub ranks: Vec<String>,
     pub lines: Vec<Line>,
     /// The allocated layer (or, for a program without tensors, the reserved layer) split
-    /// by category, stacked bottom to top in the categories' order, where one process on
-    /// the GPU has categories (two processes' would stack as if one).
+    /// by category, stacked bottom to top in the categories' order, where the GPU had one
+    /// process (under other processes' lines, one's areas would read as the GPU's).
     pub areas: Vec<Area>,
     /// The device's total memory, where the driver or NVML said it.
     pub capacity_bytes: Option<u64>,
@@ -269,6 +269,15 @@ fn areas(t: &Timeline, summary: &Summary, host: &str, gpu: &str) -> Vec<Area> {
         .iter()
         .any(|s| s.pid != first.pid || s.device != first.device)
     {
+        return Vec::new();
+    }
+    // Under the lines of other processes too, one process's areas would read as the GPU's.
+    let shared = summary
+        .devices
+        .iter()
+        .find(|d| d.host == host && d.gpu == gpu)
+        .is_some_and(|d| d.pids.len() > 1);
+    if shared {
         return Vec::new();
     }
     let n = series.iter().map(|s| s.points.len()).min().unwrap_or(0);

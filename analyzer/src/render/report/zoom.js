@@ -100,9 +100,9 @@ function vtZoom(svg, lines, bucket, button, note, onzoom) {
       }
       e.setAttribute('visibility', inside ? 'visible' : 'hidden');
     });
-    // The categories' areas are drawn for the whole run (their legend says so): hidden
-    // while zoomed.
-    svg.querySelectorAll('.vt-area').forEach(function (e) {
+    // The categories' areas are drawn for the whole run: hidden while zoomed, with their
+    // legend.
+    svg.querySelectorAll('.vt-area, .vt-area-legend').forEach(function (e) {
       e.setAttribute('visibility', z.zoomed() ? 'hidden' : 'visible');
     });
   }
