@@ -188,6 +188,8 @@ impl Run {
                         notes.extend(snap.notes.iter().cloned());
                         let mut model = ProcessModel::new(file, snap.header.clone());
                         model.history_truncated = snap.history_truncated.clone();
+                        // Known before its events: PyTorch's annotations' names.
+                        model.names = snap.marker_names();
                         processes.push(model);
                         sources.push(Source {
                             events: Events::Snapshot(match made {

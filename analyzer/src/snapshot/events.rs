@@ -9,6 +9,7 @@
 //! the replay asks, and the devices are merged by time. A frame list becomes a stack once,
 //! however many entries share it.
 
+use super::annotations::Annotations;
 use super::device_history::{self, Cursor};
 use super::history;
 use super::pickle::Pickle;
@@ -52,6 +53,8 @@ pub struct SnapshotEvents {
     /// The devices whose next event is read, by its time then ordinal: (time, index).
     fronts: BinaryHeap<Reverse<(u64, usize)>>,
     started: bool,
+    /// PyTorch's own annotations, as markers merged with the devices' events.
+    annotations: Annotations,
 }
 
 /// What the views say of a snapshot once its events are read.
@@ -166,6 +169,14 @@ impl SnapshotEvents {
             .max()
             .unwrap_or(0);
         let mut notes = Vec::new();
+        // A history without times has no clock to place annotations on.
+        let (annotations, note) = match origin_us {
+            Some(origin) => Annotations::read(&pickle, |us| time(origin, us)),
+            None => (Annotations::default(), None),
+        };
+        if let Some(n) = note {
+            notes.push(format!("note: {}: {n}", path.display()));
+        }
         let mut named = TensorCategories::default();
         if let Some(n) = super::category::recorded(&pickle, &mut named) {
             notes.push(format!("note: {}: {n}", path.display()));
@@ -202,6 +213,7 @@ impl SnapshotEvents {
             latest_t,
             fronts: BinaryHeap::new(),
             started: false,
+            annotations,
         })
     }
 
@@ -233,10 +245,22 @@ impl SnapshotEvents {
                 self.refill(i);
             }
         }
+        // An annotation before the devices' next event, or at its time, comes first.
+        let device_t = self.fronts.peek().map(|Reverse((t, _))| *t);
+        if let Some(t) = self.annotations.next_time() {
+            if device_t.is_none_or(|d| t <= d) {
+                return self.annotations.pop();
+            }
+        }
         let Reverse((_, i)) = self.fronts.pop()?;
         let e = self.devices[i].pop()?;
         self.refill(i);
         Some(e)
+    }
+
+    /// The names of the markers its annotations make, by handle.
+    pub fn marker_names(&self) -> Map<u64, String> {
+        self.annotations.names.clone()
     }
 
     /// Once every event is read: the decoded file, and what only reading its frames

@@ -4,6 +4,7 @@
 //! writer for pytorch.org/memory_viz.
 
 pub mod allocator_input;
+mod annotations;
 pub mod category;
 pub mod device_history;
 pub mod events;

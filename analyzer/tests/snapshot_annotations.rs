@@ -1,0 +1,123 @@
+//! PyTorch's own annotations in a snapshot (`external_annotations`): the ranges
+//! `record_function` saw are the program's phases, drawn where Python's `pickle` places
+//! them, and entries that cannot be read are left out with a note.
+
+mod common;
+
+use std::path::Path;
+
+/// Each file's phases as Python reads them: START ... END of one name, times in ns from
+/// the history's earliest entry; the first 200 to begin, as a plot draws at most.
+const PHASES: &str = r#"
+import json, pickle, sys
+out = []
+for path in sys.argv[1:]:
+    d = pickle.load(open(path, "rb"))
+    if isinstance(d, list):
+        out.append([]); continue
+    times = [e["time_us"] for t in d.get("device_traces", []) for e in t if e.get("time_us")]
+    origin = min(times) if times else None
+    open_, phases = {}, []
+    notes = sorted(enumerate(d.get("external_annotations") or []),
+                   key=lambda x: (x[1]["time_us"], x[0]))
+    for i, a in notes:
+        if origin is None:
+            break
+        t = max(0, a["time_us"] - origin) * 1000
+        if a["stage"] == "START":
+            open_.setdefault(a["name"], []).append((t, i))
+        elif a["stage"] == "END" and open_.get(a["name"]):
+            start, order = open_[a["name"]].pop()
+            phases.append((start, order, a["name"], t))
+    out.append(sorted([n, s, e] for s, _, n, e in sorted(phases)[:200]))
+print(json.dumps(out))
+"#;
+
+/// The phases an SVG plot draws: (name, start ns, end ns), sorted.
+fn drawn(svg: &str) -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for part in svg.split("<rect class=\"vt-phase\" data-t=\"").skip(1) {
+        let (start, rest) = part.split_once('"').unwrap();
+        let rest = rest.strip_prefix(" data-t1=\"").unwrap();
+        let (end, rest) = rest.split_once('"').unwrap();
+        let title = rest.split_once("<title>phase ").unwrap().1;
+        let name = title.split_once(" (pid ").unwrap().0;
+        out.push((
+            name.to_string(),
+            start.parse().unwrap(),
+            end.parse().unwrap(),
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// The phases `timeline --svg` draws of `input`, its plot written to `svg`.
+fn plotted(svg: &Path, input: &Path) -> Vec<(String, u64, u64)> {
+    let args = [
+        "timeline",
+        "--svg",
+        svg.to_str().unwrap(),
+        input.to_str().unwrap(),
+    ];
+    common::vramtrace_ok(&args);
+    drawn(&std::fs::read_to_string(svg).unwrap())
+}
+
+#[test]
+fn real_snapshots_annotations_are_phases_where_python_places_them() {
+    let Some(files) = vramtrace_tests::fixtures::snapshots() else {
+        return;
+    };
+    let paths: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    let expected = common::python_list(PHASES, &paths);
+    let dir = tempfile::tempdir().unwrap();
+    let mut phases = 0;
+    for (i, (path, want)) in files.iter().zip(&expected).enumerate() {
+        let got = plotted(&dir.path().join(format!("{i}.svg")), path);
+        let want: Vec<(String, u64, u64)> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_str().unwrap().to_string(),
+                    p[1].as_u64().unwrap(),
+                    p[2].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{}", path.display());
+        phases += got.len();
+    }
+    assert!(phases >= 6, "phases in all: {phases}");
+}
+
+#[test]
+fn annotations_that_cannot_be_read_are_left_out_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("annotated.pickle");
+    common::write_snapshot(
+        r#"
+segments, trace = one_segment_each([(4 * M, [])])
+notes = [
+    {"stage": "START", "name": "step", "device": 0, "time_us": 1},
+    {"stage": "END", "name": "step", "device": 0, "time_us": 4},
+    {"stage": "MIDDLE", "name": "step", "device": 0, "time_us": 2},
+    {"stage": "START", "device": 0, "time_us": 2},
+    "not a dict",
+]
+pickle.dump({"segments": segments, "device_traces": [trace], "external_annotations": notes},
+            open(sys.argv[1], "wb"))
+"#,
+        &path,
+    );
+    let out = common::vramtrace_ok(&["summary", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("3 entries of \"external_annotations\" left out"),
+        "{stderr}"
+    );
+    let got = plotted(&dir.path().join("plot.svg"), &path);
+    assert_eq!(got, vec![("step".to_string(), 0, 3000)]);
+}
