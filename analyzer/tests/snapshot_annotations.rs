@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 /// Each file's phases as Python reads them: START ... END of one name, times in ns from
-/// the history's earliest entry; the first 200 to begin, as a plot draws at most.
+/// the history's earliest entry, within its span; the first 200 to begin, as a plot draws at most.
 const PHASES: &str = r#"
 import json, pickle, sys
 out = []
@@ -23,7 +23,7 @@ for path in sys.argv[1:]:
     for i, a in notes:
         if origin is None:
             break
-        t = max(0, a["time_us"] - origin) * 1000
+        t = min(max(0, a["time_us"] - origin), max(times) - origin) * 1000
         if a["stage"] == "START":
             open_.setdefault(a["name"], []).append((t, i))
         elif a["stage"] == "END" and open_.get(a["name"]):
@@ -94,7 +94,7 @@ fn real_snapshots_annotations_are_phases_where_python_places_them() {
 }
 
 #[test]
-fn annotations_that_cannot_be_read_are_left_out_with_a_note() {
+fn annotations_that_cannot_be_read_are_left_out_with_a_note_and_stray_times_kept_in_span() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("annotated.pickle");
     common::write_snapshot(
@@ -106,6 +106,11 @@ notes = [
     {"stage": "MIDDLE", "name": "step", "device": 0, "time_us": 2},
     {"stage": "START", "device": 0, "time_us": 2},
     "not a dict",
+    {"stage": "START", "name": "category:parameters", "device": 0, "time_us": 1},
+    {"stage": "END", "name": "category:parameters", "device": 0, "time_us": 2},
+    {"stage": "START", "name": "L" * 5000, "device": 0, "time_us": 1},
+    {"stage": "START", "name": "late", "device": 0, "time_us": 10 ** 12},
+    {"stage": "END", "name": "late", "device": 0, "time_us": 10 ** 12 + 1},
 ]
 pickle.dump({"segments": segments, "device_traces": [trace], "external_annotations": notes},
             open(sys.argv[1], "wb"))
@@ -115,9 +120,21 @@ pickle.dump({"segments": segments, "device_traces": [trace], "external_annotatio
     let out = common::vramtrace_ok(&["summary", path.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("3 entries of \"external_annotations\" left out"),
+        stderr.contains("6 entries of \"external_annotations\" left out"),
         "{stderr}"
     );
     let got = plotted(&dir.path().join("plot.svg"), &path);
-    assert_eq!(got, vec![("step".to_string(), 0, 3000)]);
+    // Placed within the history's span (its entries at 1 and 2 us): an end after it
+    // at its end, a phase long after it at its end too, not a run stretched to it.
+    let want = vec![
+        ("late".to_string(), 1000, 1000),
+        ("step".to_string(), 0, 1000),
+    ];
+    assert_eq!(got, want);
+    // A name like a category range relabelled nothing: the tensor's category is its own.
+    let (summary, _, _) = common::json_view(&["summary", "--json", path.to_str().unwrap()]);
+    let device = &summary["processes"][0]["devices"][0];
+    let parameters = device["tensor_categories_at_end"]["split"][0]["bytes"].as_u64();
+    assert_eq!(parameters, Some(0), "{device}");
+    assert_eq!(summary["duration_ns"].as_u64(), Some(1000));
 }

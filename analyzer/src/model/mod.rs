@@ -21,7 +21,7 @@ pub type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 pub use at_peak::AtReservedPeak;
 pub use block::{Block, GroupKey};
-pub use category::{names_a_range, Category, TensorCategories};
+pub use category::{names_a_range, Category, TensorCategories, RANGE_PREFIX};
 pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,

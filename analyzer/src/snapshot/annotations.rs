@@ -11,8 +11,9 @@ use vramtrace_schema::{Api, Event};
 
 /// Annotations read from one file at most; past them, a note says how many were left.
 const MOST: usize = 100_000;
-/// Characters of a name kept.
-const NAME_CHARS: usize = 200;
+/// Bytes of the longest name read: a longer one is left out, not cut (two names cut alike
+/// would pair, and `check --phase` could not name either).
+const NAME_BYTES: usize = 4096;
 /// Marker handles of a snapshot's annotations start here, clear of any other names.
 const IDS: u64 = 1 << 60;
 
@@ -53,7 +54,14 @@ impl Annotations {
                 unread += 1;
                 continue;
             };
-            let name: String = name.chars().take(NAME_CHARS).collect();
+            // A name that reads as a category range would relabel the tensors: the
+            // annotation is PyTorch's, not the program's range.
+            let range_like = name.starts_with(crate::model::RANGE_PREFIX);
+            if name.len() > NAME_BYTES || range_like {
+                unread += 1;
+                continue;
+            }
+            let name = name.to_string();
             let name = match stage {
                 "START" => name,
                 "END" => format!("/{name}"),
@@ -74,7 +82,7 @@ impl Annotations {
         let note = (unread > 0).then(|| {
             let entries = if unread == 1 { "entry" } else { "entries" };
             format!(
-                "{unread} {entries} of \"external_annotations\" left out (not START/END entries with a name, device and time_us, or past the first {MOST})"
+                "{unread} {entries} of \"external_annotations\" left out (not START/END entries with a name of at most {NAME_BYTES} bytes, not `category:...`, a device and time_us; or past the first {MOST})"
             )
         });
         (out, note)

@@ -169,9 +169,11 @@ impl SnapshotEvents {
             .max()
             .unwrap_or(0);
         let mut notes = Vec::new();
-        // A history without times has no clock to place annotations on.
+        // A history without times has no clock to place annotations on. One is placed
+        // within the history's span (before it: at its start; after it: at its end), so
+        // that a stray time does not stretch the run around it.
         let (annotations, note) = match origin_us {
-            Some(origin) => Annotations::read(&pickle, |us| time(origin, us)),
+            Some(origin) => Annotations::read(&pickle, |us| time(origin, us).min(latest_t)),
             None => (Annotations::default(), None),
         };
         if let Some(n) = note {
