@@ -545,3 +545,53 @@ fn real_snapshots_answer_in_sql_as_in_the_summary() {
         assert_eq!(sql, truth, "{what}: what the tensors were for");
     }
 }
+
+#[test]
+fn a_snapshots_labels_answer_in_sql_as_pythons_pickle_reads_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let snapshot = scratch.path().join("labelled.pickle");
+    let script = root().join("tests/workloads/labelled_snapshot.py");
+    let python = |args: &[&std::ffi::OsStr]| {
+        let out = succeeds(
+            Command::new("python3").arg(&script).args(args),
+            LIMIT,
+            "labelled_snapshot.py",
+        );
+        out.stdout
+    };
+    python(&["write".as_ref(), snapshot.as_os_str()]);
+    let truth: Value = serde_json::from_slice(&python(&[
+        "labels".as_ref(),
+        snapshot.as_os_str(),
+        "-1".as_ref(),
+    ]))
+    .expect("the workload prints JSON");
+    let dataset = scratch.path().join("dataset");
+    let id = export(&dataset, &snapshot, &[]);
+    let a = answers(&dataset, None);
+    let mut got: Vec<(Value, u64)> = rows(
+        &a,
+        "The tensors by PyTorch's labels at each rank's end",
+        &id,
+    )
+    .map(|r| {
+        let pool = match (&r["pool_owner"], &r["pool_id"]) {
+            (Value::Null, Value::Null) => Value::Null,
+            (o, i) => serde_json::json!([o, i]),
+        };
+        let label = serde_json::json!([r["user_metadata"], pool]);
+        (label, r["bytes"].as_u64().unwrap())
+    })
+    .collect();
+    let mut want: Vec<(Value, u64)> = truth
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].clone(), p[1].as_u64().unwrap()))
+        .collect();
+    let key = |x: &(Value, u64)| x.0.to_string();
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert!(want.len() >= 5, "{want:?}");
+    assert_eq!(got, want);
+}

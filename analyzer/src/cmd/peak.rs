@@ -16,8 +16,9 @@ pub struct PeakArgs {
     /// Groups listed per device in the text view.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// What the text lists the live set by: `group` (who allocated) or `category` (what
-    /// the tensors were for: parameters, gradients, optimizer state, activations).
+    /// What the text lists the live set by: `group` (who allocated), `category` (what
+    /// the tensors were for: parameters, gradients, optimizer state, activations) or
+    /// `label` (a snapshot's `user_metadata` and private pools).
     #[arg(long, value_enum, default_value_t = render::peak::By::Group)]
     pub by: render::peak::By,
     /// The layer: `allocated` (tensors, where an allocator or a PyTorch snapshot tells

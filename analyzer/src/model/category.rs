@@ -78,6 +78,8 @@ pub struct TensorCategories {
     pub from_snapshot: bool,
     /// The program named categories itself, with ranges ([`CategoryRanges`]).
     pub annotated: bool,
+    /// By stack id: PyTorch's own labels (a snapshot's `user_metadata` and private pools).
+    pub labels: Map<u64, super::Label>,
 }
 
 impl TensorCategories {
@@ -88,6 +90,7 @@ impl TensorCategories {
         self.recorded_partly |= other.recorded_partly;
         self.from_snapshot |= other.from_snapshot;
         self.annotated |= other.annotated;
+        self.labels.extend(other.labels);
     }
 }
 

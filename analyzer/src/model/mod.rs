@@ -9,6 +9,7 @@ mod block;
 mod category;
 mod device;
 mod failure;
+mod label;
 pub mod layers;
 mod off_device;
 mod physical;
@@ -26,6 +27,7 @@ pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,
 };
+pub use label::Label;
 pub use layers::Change;
 pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Counts, ProcessModel};

@@ -10,6 +10,8 @@ use std::fmt::Write;
 pub enum By {
     Group,
     Category,
+    /// PyTorch's labels: `user_metadata`, private pools.
+    Label,
 }
 
 pub fn text(v: &PeakView, limit: usize, by: By) -> String {
@@ -71,6 +73,17 @@ pub fn text(v: &PeakView, limit: usize, by: By) -> String {
                 }
             }
         }
+        if by == By::Label {
+            if d.labels.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  no tensor has a label here (a snapshot's user_metadata or private pool): by who allocated"
+                );
+            } else {
+                labels(&mut o, &d.labels, d.layer);
+                continue;
+            }
+        }
         let _ = writeln!(
             o,
             "  {:>12}  {:>6}  {:>8}  {:>6}  who allocated",
@@ -114,6 +127,33 @@ fn categories(o: &mut String, c: &crate::views::categories::Categories) {
             units::bytes(s.bytes),
             s.tensors,
             s.category.words()
+        );
+    }
+}
+
+/// A device's live set by PyTorch's labels, largest first.
+fn labels(o: &mut String, labels: &[crate::views::peak::LabelBytes], layer: &str) {
+    let unit = if layer == "allocated" {
+        "tensors"
+    } else {
+        "blocks"
+    };
+    let _ = writeln!(
+        o,
+        "  {:>12}  {:>7}  label (PyTorch's user_metadata, private pool)",
+        "bytes", unit
+    );
+    for l in labels {
+        let words = l
+            .label
+            .as_ref()
+            .map_or("no label".to_string(), |l| l.words());
+        let _ = writeln!(
+            o,
+            "  {:>12}  {:>7}  {}",
+            units::bytes(l.bytes),
+            l.blocks,
+            t(&words)
         );
     }
 }

@@ -7,6 +7,7 @@ use super::model::{Action, BlockState, DeviceSnapshot, Segment};
 use crate::allocator::sizes::{pool_of_segment, Pool};
 use crate::allocator::start::Misfit;
 use crate::allocator::{Event, Span, StartBlock, StartSegment};
+use crate::whatif::input::PrivateSegment;
 
 /// Larger than any device: a corrupt entry, refused before it can overflow a sum.
 pub const MAX_SIZE: u64 = 1 << 50;
@@ -18,6 +19,26 @@ pub fn pool_of(s: &Segment) -> Pool {
         "large" => Pool::Large,
         _ => pool_of_segment(s.total_size),
     }
+}
+
+/// The final segments of private pools (CUDA graphs, `torch.cuda.MemPool`), by address:
+/// only the final segments name their pool, so a private pool's segment freed inside the
+/// history is not known as one.
+pub fn private_segments(d: &DeviceSnapshot) -> Vec<PrivateSegment> {
+    let mut private: Vec<PrivateSegment> = d
+        .segments
+        .iter()
+        .filter_map(|s| {
+            let pool = s.segment_pool_id.filter(|&id| id != (0, 0))?;
+            Some(PrivateSegment {
+                addr: s.address,
+                size: s.total_size,
+                pool,
+            })
+        })
+        .collect();
+    private.sort_by_key(|s| s.addr);
+    private
 }
 
 /// The segments of a snapshot, with their allocated and pending-free blocks.

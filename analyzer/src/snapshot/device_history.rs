@@ -13,6 +13,7 @@
 
 use super::allocator_input::{end_state_tolerant, event_of};
 use super::history::{self, HistoryEntry};
+use super::labels::Labels;
 use super::model::{Action, DeviceSnapshot};
 use super::pickle::{Pickle, Value};
 use super::stack_ids::StackIds;
@@ -59,6 +60,8 @@ pub struct Rebuilt {
     pub settings: Settings,
     /// Live blocks of the final state by address: their stacks.
     pub stacks: Map<u64, u64>,
+    /// What labels its tensors (private pools), and what could not.
+    pub labels: Labels,
 }
 
 /// The entries of `list`, in order.
@@ -133,6 +136,7 @@ pub fn rebuild(
             start.misfit = Some(m);
         }
     }
+    let mut labels = Labels::of_device(p, d, trace);
     let mut by_addr = Map::default();
     for s in &d.segments {
         for b in s
@@ -140,7 +144,9 @@ pub fn rebuild(
             .iter()
             .filter(|b| b.state != super::BlockState::Inactive)
         {
-            by_addr.insert(b.address, stacks.stack(&b.frames));
+            // Used for the tensors alive before the history: allocated before it.
+            let label = labels.label(p, b.address, None, None);
+            by_addr.insert(b.address, stacks.stack(&b.frames, label));
         }
     }
     Ok(Rebuilt {
@@ -152,6 +158,7 @@ pub fn rebuild(
         times,
         settings,
         stacks: by_addr,
+        labels,
     })
 }
 
@@ -181,6 +188,7 @@ pub struct Cursor {
     pub shapes: Vec<Shape>,
     pub end_shape: Option<Shape>,
     pending: VecDeque<Event>,
+    pub labels: Labels,
 }
 
 impl Cursor {
@@ -229,6 +237,7 @@ impl Cursor {
             shapes: Vec::new(),
             end_shape: None,
             pending,
+            labels: r.labels,
         }
     }
 
@@ -345,7 +354,8 @@ impl Cursor {
                 size: requested,
                 ..
             } => {
-                let stack = stacks.stack_of(p, e.frames);
+                let label = self.labels.label(p, addr, Some(i), e.user_metadata);
+                let stack = stacks.stack_of(p, e.frames, label);
                 let mut ev = block_alloc(t, dev, addr, size.unwrap_or(0), requested, stack);
                 ev.stream = stream;
                 self.pending.push_back(ev);
@@ -363,7 +373,7 @@ impl Cursor {
                 let mut ev = Event::new(t, 0, dev, Api::CudaMalloc, OUT_OF_MEMORY);
                 ev.size = size;
                 ev.stream = stream;
-                ev.stack = stacks.stack_of(p, e.frames);
+                ev.stack = stacks.stack_of(p, e.frames, Default::default());
                 self.pending.push_back(ev);
                 if let Some(free) = device_free {
                     let mut probe = Event::new(t, 0, dev, Api::ProbeMeminfo, 0);

@@ -295,6 +295,7 @@ impl SnapshotEvents {
     pub fn take_stacks(&mut self) -> (StackTable, TensorCategories) {
         let mut categories = std::mem::take(&mut self.recorded);
         categories.by_stack = std::mem::take(&mut self.stacks.categories);
+        categories.labels = std::mem::take(&mut self.stacks.labels);
         categories.from_snapshot = true;
         (std::mem::take(&mut self.stacks.stacks), categories)
     }
@@ -343,12 +344,25 @@ impl SnapshotEvents {
                     c.dev, m.entry, m.message
                 ));
             }
+            if c.labels.unread_metadata > 0 {
+                f.notes.push(format!(
+                    "note: {path}: device {}: the user_metadata of {} left out (not a string or a dict of them, or over 4096 bytes)",
+                    c.dev, crate::units::count(c.labels.unread_metadata, "allocation")
+                ));
+            }
             if let Some(d) = c.drift() {
                 f.notes.push(format!(
                     "note: {path}: device {}: from history entry {} the allocator model lays blocks out otherwise than the recording ({}): block sizes from there are the model's reading",
                     c.dev, d.entry, d.message
                 ));
             }
+        }
+        if self.stacks.labels_left_out > 0 {
+            f.notes.push(format!(
+                "note: {path}: the labels (user_metadata, private pool) of {} left out: past {} distinct labels",
+                crate::units::count(self.stacks.labels_left_out, "allocation"),
+                super::stack_ids::MOST_LABELS
+            ));
         }
         f
     }

@@ -5,7 +5,7 @@
 //! distinct stack.
 
 use super::model::{Action, Frame};
-use super::pickle::entry::{ACTION, FRAMES, INT_KEYS};
+use super::pickle::entry::{ACTION, FRAMES, INT_KEYS, USER_METADATA};
 use super::pickle::{Pickle, Value};
 use crate::model::Map;
 use std::sync::Arc;
@@ -32,6 +32,8 @@ pub struct HistoryEntry {
     pub time_us: Option<i64>,
     pub device_free: Option<u64>,
     pub frames: Option<Value>,
+    /// `user_metadata` (2.9+), read where an allocation's label is wanted.
+    pub user_metadata: Option<Value>,
 }
 
 /// The keys [`entry`] reads; the model keeps the others as they are.
@@ -80,6 +82,7 @@ pub fn entry(p: &Pickle, e: Value) -> Result<HistoryEntry, String> {
             // Kept in `rest` where the entry has it.
             device_free: None,
             frames: c.slot(FRAMES),
+            user_metadata: c.slot(USER_METADATA),
         });
     }
     if !p.is_dict(e) {
@@ -98,6 +101,7 @@ pub fn entry(p: &Pickle, e: Value) -> Result<HistoryEntry, String> {
             .and_then(|t| i64::try_from(t).ok()),
         device_free: u64_of(p, e, "device_free")?,
         frames: p.get(e, "frames"),
+        user_metadata: p.get(e, "user_metadata"),
     })
 }
 

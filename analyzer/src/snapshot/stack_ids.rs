@@ -1,15 +1,20 @@
 //! A snapshot's frames as the trace's stack table: each distinct frame a node once, each
 //! frame list (PyTorch's pickler shares one list per distinct stack) a stack id once,
 //! however many entries share it. A stack id also names one category
-//! ([`super::category`]): stacks that read alike but were allocated for different ends
-//! (the frames the views leave out differ) are different stacks.
+//! ([`super::category`]) and one label (`user_metadata`, a private pool): stacks that read
+//! alike but were allocated for different ends (the frames the views leave out differ) or
+//! under different labels are different stacks.
 
 use super::frames::{head, readable};
 use super::history::FrameReader;
 use super::model::Frame;
 use super::pickle::{Pickle, Value};
-use crate::model::{Category, Map};
+use crate::model::{Category, Label, Map};
 use vramtrace_schema::{Node, StackTable};
+
+/// Distinct labels kept at most: a program that writes a new `user_metadata` for every
+/// tensor would make a stack per tensor.
+pub const MOST_LABELS: u64 = 10_000;
 
 pub struct StackIds {
     /// Added to every frame address and stack id: 0 for a snapshot of its own, a base
@@ -22,12 +27,18 @@ pub struct StackIds {
     /// are dropped ([`StackIds::done_reading`]).
     frames_made: u64,
     nodes_made: u64,
-    /// Stack ids by frame list (its object in the pickle).
-    lists: Map<usize, u64>,
+    /// Stack ids by frame list (its object in the pickle) and label.
+    lists: Map<(usize, u64), u64>,
     /// Each stack id's category (a stack without frames, id 0, has none: not known).
     pub categories: Map<u64, Category>,
     /// Categories of stacks made since [`StackIds::learn_categories`] last took them.
     fresh: Vec<(u64, Category)>,
+    /// Each labelled stack's label.
+    pub labels: Map<u64, Label>,
+    /// The labels met, each its number from 1 (0: none), at most [`MOST_LABELS`].
+    label_ids: Map<Label, u64>,
+    /// Allocations whose label was left out: past [`MOST_LABELS`] distinct ones.
+    pub labels_left_out: u64,
     reader: FrameReader,
     all_frames: bool,
 }
@@ -44,13 +55,39 @@ impl StackIds {
             lists: Map::default(),
             categories: Map::default(),
             fresh: Vec::new(),
+            labels: Map::default(),
+            label_ids: Map::default(),
+            labels_left_out: 0,
             reader: FrameReader::default(),
             all_frames,
         }
     }
 
-    /// The stack id of `frames` (innermost first), reduced to what a person reads.
-    pub fn stack(&mut self, frames: &[Frame]) -> u64 {
+    /// The number of `label` (0: none, or past [`MOST_LABELS`]).
+    fn label_id(&mut self, label: Label) -> u64 {
+        if label.is_empty() {
+            return 0;
+        }
+        let next = self.label_ids.len() as u64 + 1;
+        if let Some(&id) = self.label_ids.get(&label) {
+            return id;
+        }
+        if next > MOST_LABELS {
+            self.labels_left_out += 1;
+            return 0;
+        }
+        self.label_ids.insert(label, next);
+        next
+    }
+
+    /// The stack id of `frames` (innermost first), reduced to what a person reads, under
+    /// `label`.
+    pub fn stack(&mut self, frames: &[Frame], label: Label) -> u64 {
+        let id = self.label_id(label.clone());
+        self.stack_labelled(frames, id, label)
+    }
+
+    fn stack_labelled(&mut self, frames: &[Frame], label_id: u64, label: Label) -> u64 {
         let category = super::category::infer(frames);
         let mut shown = readable(frames, self.all_frames);
         if shown.is_empty() {
@@ -58,10 +95,10 @@ impl StackIds {
             // a few of its frames, so that the stack and its category are kept.
             shown = super::frames::fallback(frames);
         }
-        // The outermost node is keyed by its category too, so a stack id has one (stacks
-        // that read alike but were allocated for different ends are apart; the views
-        // show them as one group); no node has an id this high.
-        let root = u64::MAX - category as u64;
+        // The outermost node is keyed by its category and label too, so a stack id has one
+        // of each (stacks that read alike but were allocated for different ends are apart;
+        // the views show them as one group); no node has an id this high.
+        let root = u64::MAX - (label_id * 8 + category as u64);
         let mut node = 0;
         for r in shown.iter().rev() {
             let (file, name) = (r.filename.map(head), head(&r.name));
@@ -94,6 +131,9 @@ impl StackIds {
         }
         if node != 0 && self.categories.insert(node, category).is_none() {
             self.fresh.push((node, category));
+            if label_id != 0 {
+                self.labels.insert(node, label);
+            }
         }
         node
     }
@@ -114,18 +154,19 @@ impl StackIds {
         self.reader = FrameReader::default();
     }
 
-    /// The stack id of frame list `v`, read once per list.
-    pub fn stack_of(&mut self, p: &Pickle, v: Option<Value>) -> u64 {
+    /// The stack id of frame list `v` under `label`, read once per list and label.
+    pub fn stack_of(&mut self, p: &Pickle, v: Option<Value>, label: Label) -> u64 {
         let id = match v {
             Some(Value::List(id) | Value::Tuple(id)) => id,
             _ => return 0,
         };
-        if let Some(&s) = self.lists.get(&id) {
+        let label_id = self.label_id(label.clone());
+        if let Some(&s) = self.lists.get(&(id, label_id)) {
             return s;
         }
         let frames = self.reader.frames(p, v);
-        let s = self.stack(&frames);
-        self.lists.insert(id, s);
+        let s = self.stack_labelled(&frames, label_id, label);
+        self.lists.insert((id, label_id), s);
         s
     }
 }

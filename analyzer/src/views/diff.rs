@@ -286,6 +286,7 @@ mod tests {
                 text: format!("{frame} (model.py:40)"),
             }],
             category: None,
+            label: None,
         }
     }
 

@@ -28,17 +28,25 @@ pub struct Group {
     /// two ranges is two groups, told apart by it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<crate::model::Category>,
+    /// PyTorch's own label of its tensors, from a snapshot: the `user_metadata` they were
+    /// allocated under, the private pool that held them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<crate::model::Label>,
 }
 
 impl Group {
     /// `api <- f (file:line) <- ...`: who allocated, for one line of text, with the
-    /// category the program named for it (`[optimizer state]`).
+    /// category the program named for it (`[optimizer state]`) and PyTorch's label
+    /// (`{user_metadata "comm"}`).
     pub fn who(&self) -> String {
-        let who = stacks::who(self.api, &self.frames);
-        match self.category {
-            Some(c) => format!("{who} [{}]", c.words()),
-            None => who,
+        let mut who = stacks::who(self.api, &self.frames);
+        if let Some(c) = self.category {
+            who = format!("{who} [{}]", c.words());
         }
+        if let Some(l) = &self.label {
+            who = format!("{who} {{{}}}", l.words());
+        }
+        who
     }
 }
 
@@ -59,7 +67,7 @@ fn sorted(groups: Vec<(Group, bool)>) -> Vec<Group> {
             merged.push(g);
             continue;
         }
-        let key = (g.pid, g.device, g.api, g.frames.clone());
+        let key = (g.pid, g.device, g.api, g.frames.clone(), g.label.clone());
         match at.get(&key) {
             Some(&i) => {
                 let m = &mut merged[i];
@@ -100,6 +108,7 @@ fn group(
         blocks: g.blocks,
         frames: stacks::shown(&model.stacks, k.stack),
         category: k.category,
+        label: model.categories.labels.get(&k.stack).cloned(),
     };
     (group, model.categories.by_stack.contains_key(&k.stack))
 }

@@ -36,6 +36,9 @@ pub struct PeakDevice {
     /// What the tensors were for, at the allocated layer (docs/json.md, "Tensor
     /// categories"); null at the reserved layer and where not known.
     pub categories: Option<super::categories::Categories>,
+    /// The live set by PyTorch's labels of its tensors (`user_metadata`, private pool),
+    /// largest first, the unlabelled as `label: null`; empty where no tensor has one.
+    pub labels: Vec<LabelBytes>,
     /// The function holding the most of it, its groups summed: the innermost frame of
     /// each group that is not an operator (for PyTorch, the user's own code).
     pub top_function: Option<FunctionBytes>,
@@ -46,6 +49,13 @@ pub struct FunctionBytes {
     pub function: String,
     pub file: Option<String>,
     pub bytes: u64,
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct LabelBytes {
+    pub label: Option<crate::model::Label>,
+    pub bytes: u64,
+    pub blocks: u64,
 }
 
 #[derive(Serialize)]
@@ -98,6 +108,7 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
                     })
                     .collect(),
                 top_function: top_function(&groups),
+                labels: labels(&groups),
                 categories,
                 groups,
             }
@@ -111,6 +122,30 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
         at_ns: at,
         devices,
     }
+}
+
+/// `groups` summed by label, largest first; empty where none has a label.
+fn labels(groups: &[Group]) -> Vec<LabelBytes> {
+    if groups.iter().all(|g| g.label.is_none()) {
+        return Vec::new();
+    }
+    let mut by: std::collections::BTreeMap<Option<crate::model::Label>, (u64, u64)> =
+        Default::default();
+    for g in groups {
+        let b = by.entry(g.label.clone()).or_default();
+        b.0 = b.0.saturating_add(g.bytes);
+        b.1 = b.1.saturating_add(g.blocks);
+    }
+    let mut out: Vec<LabelBytes> = by
+        .into_iter()
+        .map(|(label, (bytes, blocks))| LabelBytes {
+            label,
+            bytes,
+            blocks,
+        })
+        .collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.label.cmp(&b.label)));
+    out
 }
 
 /// The function holding the most bytes of `groups`, summed over its groups.

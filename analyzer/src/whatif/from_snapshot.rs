@@ -2,7 +2,7 @@
 //! state at the trace's start rebuilt by undoing the trace, newest entry first, on the
 //! snapshot's final segments (`allocator::start`).
 
-use super::input::{History, PrivateSegment};
+use super::input::History;
 use crate::allocator::settings::Settings;
 use crate::allocator::start::{self, Fit};
 use crate::snapshot::allocator_input::{self, end_state};
@@ -26,21 +26,7 @@ fn history(d: &DeviceSnapshot, settings: &Settings) -> Result<History, String> {
         settings: settings.clone(),
         ..Default::default()
     };
-    // Only the final segments name their pool: a private pool's segment freed inside the
-    // history is not known as one.
-    h.private = d
-        .segments
-        .iter()
-        .filter_map(|s| {
-            let pool = s.segment_pool_id.filter(|&id| id != (0, 0))?;
-            Some(PrivateSegment {
-                addr: s.address,
-                size: s.total_size,
-                pool,
-            })
-        })
-        .collect();
-    h.private.sort_by_key(|s| s.addr);
+    h.private = allocator_input::private_segments(d);
     for (i, e) in d.trace.iter().enumerate() {
         let ev = allocator_input::event_of(i, &e.action, e.addr, e.size, e.stream, e.device_free)?;
         if let Some(ev) = ev {

@@ -93,6 +93,24 @@ pub fn write_held(
                 .map(|(addr, b)| of_block_at_end(model, *addr, b).map(|c| c.name().into()))
                 .collect(),
         );
+    let label = |b: &crate::model::layers::LiveBlock| model.categories.labels.get(&b.key.stack);
+    let pool = |b| label(b).and_then(|l| l.pool);
+    let cols = cols
+        .texts(
+            "user_metadata",
+            tensors
+                .iter()
+                .map(|(_, b)| label(b).and_then(|l| l.user_metadata.clone()))
+                .collect(),
+        )
+        .opt_i64s(
+            "pool_owner",
+            tensors.iter().map(|(_, b)| pool(b).map(|p| p.0)).collect(),
+        )
+        .opt_i64s(
+            "pool_id",
+            tensors.iter().map(|(_, b)| pool(b).map(|p| p.1)).collect(),
+        );
     write(dataset, "tensors", rank, name, cols, &mut rows)?;
 
     let markers: Vec<_> = marks.markers.iter().filter(|m| m.process == p).collect();

@@ -8,7 +8,8 @@ use crate::pack::redact;
 use crate::replay::DeviceId;
 use crate::views::summary::Summary;
 use arrow_array::{
-    ArrayRef, BooleanArray, Int32Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
 };
 use std::sync::Arc;
 use vramtrace_schema::StackTable;
@@ -36,6 +37,10 @@ impl Columns {
     }
     pub(super) fn i32s(mut self, name: &'static str, v: Vec<i32>) -> Self {
         self.0.push((name, Arc::new(Int32Array::from(v)), false));
+        self
+    }
+    pub(super) fn opt_i64s(mut self, name: &'static str, v: Vec<Option<i64>>) -> Self {
+        self.0.push((name, Arc::new(Int64Array::from(v)), true));
         self
     }
     pub(super) fn bools(mut self, name: &'static str, v: Vec<bool>) -> Self {

@@ -1,0 +1,98 @@
+//! PyTorch's own labels of a snapshot's tensors: the `user_metadata` of their `alloc`
+//! entries and the private pool (`segment_pool_id`) of the segment that held them, as
+//! groups of `peak`, against Python's own reading of the file
+//! (`tests/workloads/labelled_snapshot.py`).
+
+mod common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The workload that writes the snapshot and reads its labels with Python's `pickle`.
+fn workload() -> std::path::PathBuf {
+    vramtrace_tests::pages::root().join("tests/workloads/labelled_snapshot.py")
+}
+
+/// `peak --json` of `path` (at `at`, or the peak) as bytes by [metadata, pool].
+fn labels(path: &Path, at: Option<&str>) -> BTreeMap<String, u64> {
+    let mut args = vec!["peak", "--json"];
+    if let Some(at) = at {
+        args.extend(["--at", at]);
+    }
+    args.push(path.to_str().unwrap());
+    let (v, _, _) = common::json_view(&args);
+    let device = &v["devices"][0];
+    let mut out = BTreeMap::new();
+    for l in device["labels"].as_array().expect("labels") {
+        let label = &l["label"];
+        let key = serde_json::json!([label["user_metadata"], label["pool"]]);
+        out.insert(key.to_string(), l["bytes"].as_u64().unwrap());
+    }
+    // The groups carry the same labels.
+    let mut from_groups: BTreeMap<String, u64> = BTreeMap::new();
+    for g in device["groups"].as_array().unwrap() {
+        let label = &g["label"];
+        let key = serde_json::json!([label["user_metadata"], label["pool"]]);
+        *from_groups.entry(key.to_string()).or_default() += g["bytes"].as_u64().unwrap();
+    }
+    assert_eq!(out, from_groups);
+    out
+}
+
+fn python(path: &Path, entries: i64) -> BTreeMap<String, u64> {
+    let script = workload();
+    let (script, path) = (script.to_str().unwrap(), path.to_str().unwrap());
+    let out = common::python3(&[script, "labels", path, &entries.to_string()]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].to_string(), p[1].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn tensors_are_grouped_by_their_user_metadata_and_private_pool_as_python_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("labels.pickle");
+    common::python3(&[
+        workload().to_str().unwrap(),
+        "write",
+        path.to_str().unwrap(),
+    ]);
+    // At the end (no tensor is freed after entry 6, so the peak is the end).
+    let want = python(&path, -1);
+    assert!(want.len() >= 5, "{want:?}");
+    assert_eq!(labels(&path, None), want);
+    // After the first making of R's segment: its tensor was in no pool.
+    let mid = python(&path, 5);
+    assert!(mid.contains_key(r#"["first",null]"#), "{mid:?}");
+    // Entry 4 (the tensor's alloc) is at 15 us; the history starts at 11 us.
+    assert_eq!(labels(&path, Some("4500ns")), mid);
+
+    let out = common::vramtrace_ok(&["peak", "--by", "label", path.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("user_metadata \"stage=warmup, step=3\""),
+        "{text}"
+    );
+    assert!(text.contains("private pool (2, 3)"), "{text}");
+    assert!(text.contains("no label"), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the user_metadata of 1 allocation left out"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn real_snapshots_without_labels_say_so() {
+    let Some(files) = vramtrace_tests::fixtures::snapshots() else {
+        return;
+    };
+    let path = files[0].to_str().unwrap();
+    let out = common::vramtrace_ok(&["peak", "--by", "label", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no tensor has a label here"), "{text}");
+}

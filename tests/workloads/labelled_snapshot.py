@@ -1,0 +1,116 @@
+"""A PyTorch snapshot whose tensors carry PyTorch's own labels, and its ground truth.
+
+usage: labelled_snapshot.py write PATH
+       labelled_snapshot.py labels PATH N
+
+`write`: one device with a default-pool segment, a private pool's segment made in the
+history, one made before it, and one freed and made again at its address (a tensor of the
+first making was in no pool); `user_metadata` as strings, "N/A", a dict, and one over
+4096 bytes.
+
+`labels`: Python's own reading of the file: the live tensors after the history's first N
+entries (all: -1), their bytes summed by [user_metadata, pool] (null where none). It
+follows the segments forward and names a tensor's pool where the segment it was
+allocated in is one of the final ones.
+"""
+
+import json
+import pickle
+import sys
+
+
+def write(path):
+    M = 1 << 20
+    fr = lambda name, line: [{"filename": "train.py", "line": line, "name": name}]
+    A, P, Q, R = [(1 << 32) + k * 256 * M for k in range(4)]
+    trace, t = [], [10]
+    def e(action, addr, size, frames=(), meta=""):
+        t[0] += 1
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t[0],
+                      "frames": list(frames), "user_metadata": meta, "compile_context": "N/A"})
+    e("segment_alloc", A, 20 * M, fr("f", 1))
+    e("alloc", A, 4 * M, fr("f", 2), "comm")
+    e("alloc", A + 4 * M, 2 * M, fr("f", 2), "N/A")
+    e("segment_alloc", R, 2 * M, fr("r", 1))
+    e("alloc", R, M, fr("r", 2), "first")
+    e("free_requested", R, M, fr("r", 2))
+    e("free_completed", R, M, fr("r", 2))
+    e("segment_free", R, 2 * M, fr("r", 3))
+    e("segment_alloc", P, 20 * M, fr("g", 3))
+    e("alloc", P, 3 * M, fr("g", 4), "graph")
+    e("alloc", P + 3 * M, 5 * M, fr("g", 4), "L" * 5000)
+    e("alloc", A + 6 * M, 3 * M, fr("f", 5), {"stage": "warmup", "step": 3})
+    e("segment_alloc", R, 2 * M, fr("r", 1))
+    e("alloc", R, M, fr("r", 2), "second")
+    def blk(addr, size, frames=(), state="active_allocated"):
+        return {"address": addr, "size": size, "requested_size": size, "state": state,
+                "frames": list(frames)}
+    def seg(addr, size, pool, blocks):
+        used = sum(b["size"] for b in blocks if b["state"] != "inactive")
+        return {"device": 0, "address": addr, "total_size": size, "allocated_size": used,
+                "active_size": used, "requested_size": used, "stream": 0,
+                "segment_type": "large", "segment_pool_id": pool, "blocks": blocks}
+    segments = [
+        seg(A, 20 * M, (0, 0), [blk(A, 4 * M, fr("f", 2)), blk(A + 4 * M, 2 * M, fr("f", 2)),
+                                blk(A + 6 * M, 3 * M, fr("f", 5)),
+                                blk(A + 9 * M, 11 * M, state="inactive")]),
+        seg(P, 20 * M, (1, 0), [blk(P, 3 * M, fr("g", 4)), blk(P + 3 * M, 5 * M, fr("g", 4)),
+                                blk(P + 8 * M, 12 * M, state="inactive")]),
+        seg(Q, 2 * M, (2, 3), [blk(Q, M, fr("h", 9)), blk(Q + M, M, state="inactive")]),
+        seg(R, 2 * M, (3, 0), [blk(R, M, fr("r", 2)), blk(R + M, M, state="inactive")]),
+    ]
+    with open(path, "wb") as f:
+        pickle.dump({"segments": segments, "device_traces": [trace]}, f)
+
+
+def labels(path, n):
+    with open(path, "rb") as f:
+        d = pickle.load(f)
+    trace = d["device_traces"][0]
+    # Segments by making: the one each address's tensor was allocated in; the makings
+    # alive at the end are the final segments'.
+    def walk(upto):
+        made, live_segs, tensors = 0, {}, {}
+        for i, e in enumerate(trace[:upto] if upto >= 0 else trace):
+            a = e["action"]
+            if a == "segment_alloc":
+                made += 1
+                live_segs[e["addr"]] = (made, e["size"])
+            elif a == "segment_free":
+                live_segs.pop(e["addr"])
+            elif a == "alloc":
+                seg = next(m for s, (m, size) in live_segs.items() if s <= e["addr"] < s + size)
+                tensors[e["addr"]] = (e["size"], text(e["user_metadata"]), seg)
+            elif a == "free_completed":
+                tensors.pop(e["addr"])
+        return live_segs, tensors
+    def text(m):
+        if isinstance(m, dict):
+            m = ", ".join(f"{k}={v}" for k, v in m.items())
+        return None if m in ("", "N/A") or len(m) > 4096 else m
+    live_segs, _ = walk(-1)
+    _, tensors = walk(n)
+    final = {s["address"]: (live_segs.get(s["address"], (None,))[0], s["segment_pool_id"])
+             for s in d["segments"]}
+    # Tensors from before the history: the final blocks no alloc entry made.
+    allocated = {e["addr"] for e in trace if e["action"] == "alloc"}
+    before = [(b["address"], b["size"], s["segment_pool_id"]) for s in d["segments"]
+              for b in s["blocks"] if b["state"] == "active_allocated" and b["address"] not in allocated]
+    out = {}
+    def add(size, meta, pool):
+        pool = None if tuple(pool or (0, 0)) == (0, 0) else list(pool)
+        key = json.dumps([meta, pool])
+        out[key] = out.get(key, 0) + size
+    for addr, size, pool in before:
+        add(size, None, pool)
+    for addr, (size, meta, seg) in tensors.items():
+        pool = next((p for (m, p) in final.values() if m == seg), None)
+        add(size, meta, pool)
+    return [[json.loads(k), v] for k, v in sorted(out.items())]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "write":
+        write(sys.argv[2])
+    else:
+        print(json.dumps(labels(sys.argv[2], int(sys.argv[3]))))
