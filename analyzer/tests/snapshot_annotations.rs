@@ -138,3 +138,55 @@ pickle.dump({"segments": segments, "device_traces": [trace], "external_annotatio
     assert_eq!(parameters, Some(0), "{device}");
     assert_eq!(summary["duration_ns"].as_u64(), Some(1000));
 }
+
+/// For each (original, exported) pair of files: the original's annotations that pair
+/// (a START and the next END of its name and device), times placed within its history's
+/// span as the reader places them; and the exported file's annotations, both sorted.
+const KEPT: &str = r#"
+import json, pickle, sys
+out = []
+args = sys.argv[1:]
+for original, exported in zip(args[::2], args[1::2]):
+    d = pickle.load(open(original, "rb"))
+    d = d if isinstance(d, dict) else {}
+    times = [e["time_us"] for t in d.get("device_traces", []) for e in t if e.get("time_us")]
+    lo, hi = (min(times), max(times)) if times else (0, 0)
+    notes = sorted(enumerate(d.get("external_annotations") or [] if times else []),
+                   key=lambda x: (x[1]["time_us"], x[0]))
+    open_, kept = {}, []
+    for _, a in notes:
+        a = dict(a, time_us=min(max(a["time_us"], lo), hi))
+        key = (a["device"], a["name"])
+        if a["stage"] == "START":
+            open_.setdefault(key, []).append(a)
+        elif open_.get(key):
+            kept += [open_[key].pop(), a]
+    row = lambda a: [a["stage"], a["name"], a["device"], a["time_us"]]
+    e = pickle.load(open(exported, "rb"))
+    out.append([sorted(map(row, kept)), sorted(map(row, e.get("external_annotations", [])))])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn the_memory_viz_export_keeps_a_snapshots_annotations() {
+    let Some(files) = vramtrace_tests::fixtures::snapshots() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut pairs = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let out = dir.path().join(format!("{i}.pickle"));
+        let args = ["export", "--format", "memory-viz", "-o"];
+        let mut args = args.to_vec();
+        args.extend([out.to_str().unwrap(), f.to_str().unwrap()]);
+        common::vramtrace_ok(&args);
+        pairs.extend([f.clone(), out]);
+    }
+    let paths: Vec<&Path> = pairs.iter().map(|p| p.as_path()).collect();
+    let mut annotations = 0;
+    for (f, kept) in files.iter().zip(common::python_list(KEPT, &paths)) {
+        assert_eq!(kept[1], kept[0], "{}", f.display());
+        annotations += kept[0].as_array().unwrap().len();
+    }
+    assert!(annotations >= 12, "annotations in all: {annotations}");
+}

@@ -96,3 +96,24 @@ fn real_snapshots_without_labels_say_so() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("no tensor has a label here"), "{text}");
 }
+
+#[test]
+fn the_memory_viz_export_keeps_the_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("labels.pickle");
+    common::python3(&[
+        workload().to_str().unwrap(),
+        "write",
+        path.to_str().unwrap(),
+    ]);
+    let exported = dir.path().join("exported.pickle");
+    let args = ["export", "--format", "memory-viz", "-o"];
+    let mut args = args.to_vec();
+    args.extend([exported.to_str().unwrap(), path.to_str().unwrap()]);
+    common::vramtrace_ok(&args);
+    // Read back, it says what the original says, and fits its own final segments.
+    let out = common::vramtrace_ok(&["peak", exported.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("does not fit"), "{stderr}");
+    assert_eq!(labels(&exported, None), python(&path, -1));
+}

@@ -199,12 +199,17 @@ print(json.dumps({
     "covered": all(sum(b["size"] for b in x["blocks"]) == x["total_size"] for x in segments),
     "actions": sorted({e["action"] for t in s["device_traces"] for e in t}),
     "functions": sorted({f["name"] for x in segments for f in x["frames"]}),
+    # Its history's tensors: what its allocs less its frees leave.
+    "history_allocated": sum(e["size"] * {"alloc": 1, "free_completed": -1}.get(e["action"], 0)
+                             for t in s["device_traces"] for e in t),
 }))
 "#;
     let got = python_json(script, &[&path]);
     assert_eq!(got["reserved"], pool["reserved_during_pause"]);
     assert_eq!(got["allocated"], pool["allocated_end"]);
     assert_eq!(got["covered"], true, "blocks tile each segment");
+    // No segment written as a tensor too: the first is reserved before a block is annotated.
+    assert_eq!(got["history_allocated"], pool["allocated_end"]);
     assert_eq!(
         got["actions"],
         serde_json::json!(["alloc", "free_completed", "free_requested", "segment_alloc"])

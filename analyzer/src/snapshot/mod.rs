@@ -21,7 +21,8 @@ pub mod write;
 
 pub use figures::{figures, Figures};
 pub use model::{
-    Action, Block, BlockState, DeviceSnapshot, Frame, Generation, Segment, Snapshot, TraceEntry,
+    Action, Annotation, Block, BlockState, DeviceSnapshot, Frame, Generation, Segment, Snapshot,
+    TraceEntry,
 };
 pub use read::{parse_snapshot, read_snapshot};
 pub use write::{memory_viz_bytes, write_memory_viz};

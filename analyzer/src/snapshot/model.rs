@@ -17,9 +17,22 @@ pub struct Snapshot {
     /// leave it out.
     pub host_segments: Vec<Segment>,
     pub host_traces: Vec<TraceEntry>,
+    /// `external_annotations` (2.5+), as the memory_viz export writes them: the phases of
+    /// the run it was made of. Not read from a file (`annotations.rs` streams them).
+    pub external_annotations: Vec<Annotation>,
     /// The top-level keys that say the history was cut short (a true flag whose name says
     /// "truncated"), as the file names them; empty when it does not say so.
     pub history_truncated: Vec<String>,
+}
+
+/// One entry of `external_annotations`: a range `record_function` saw begin or end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Annotation {
+    /// `true`: `"START"`; `false`: `"END"`.
+    pub start: bool,
+    pub name: String,
+    pub device: i64,
+    pub time_us: i64,
 }
 
 /// Which shape of the format the file had.

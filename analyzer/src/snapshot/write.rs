@@ -132,6 +132,21 @@ fn snapshot(snap: &Snapshot) -> Py<'_> {
         ("segments", Py::List(segments)),
         ("device_traces", Py::List(traces)),
     ];
+    if !snap.external_annotations.is_empty() {
+        let notes = snap
+            .external_annotations
+            .iter()
+            .map(|a| {
+                dict(vec![
+                    ("stage", s(if a.start { "START" } else { "END" })),
+                    ("name", s(&a.name)),
+                    ("device", int(a.device)),
+                    ("time_us", int(a.time_us)),
+                ])
+            })
+            .collect();
+        top.push(("external_annotations", Py::List(notes)));
+    }
     if let Some(settings) = &snap.allocator_settings {
         top.push((
             "allocator_settings",
@@ -264,7 +279,7 @@ impl Pickler {
     }
 
     /// A history entry's dict: `action`, `addr` (`device_free` for an `oom`), `size`,
-    /// `stream`, `time_us` where known, and `frames`.
+    /// `stream`, `time_us` where known, `frames`, and `user_metadata` where it is text.
     fn entry(&mut self, e: &TraceEntry) {
         self.out.extend([b'}', b'(']);
         self.str("action");
@@ -286,6 +301,10 @@ impl Pickler {
         }
         self.str("frames");
         self.frames(&e.frames);
+        if let Some(m) = e.user_metadata().and_then(|m| m.as_str()) {
+            self.str("user_metadata");
+            self.str(m);
+        }
         self.out.push(b'u');
     }
 }

@@ -6,7 +6,9 @@
 use super::layer::Layer;
 use crate::model::Map;
 use crate::replay::{Run, Step};
-use crate::snapshot::model::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEntry};
+use crate::snapshot::model::{
+    Action, Annotation, Block, BlockState, Frame, Segment, Snapshot, TraceEntry,
+};
 use crate::views::stacks;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -38,6 +40,10 @@ struct Pending {
     /// `device_free` is the driver's figure at it, by the rule every view uses, once the
     /// run is read (the hook's figures join after the replay).
     failure: Option<usize>,
+    /// A segment's block, written while its process has annotated none: left out at the
+    /// end if it annotates blocks later (a traced PyTorch run reserves its first segment
+    /// before it annotates its first block).
+    as_block: bool,
 }
 
 /// The actions of the entries this export writes.
@@ -85,7 +91,14 @@ pub struct MemoryVizBuilder {
     last: Option<(i32, usize)>,
     /// `--layer reserved`: annotated blocks are left out, every allocation is one block.
     reserved_only: bool,
+    /// The run's markers as `external_annotations` (`NAME` starts a range, `/NAME` ends
+    /// it), the first [`MOST_ANNOTATIONS`]; and how many past them were left out.
+    annotations: Vec<Annotation>,
+    pub annotations_left_out: u64,
 }
+
+/// Annotations written at most, as many as the snapshot reader reads.
+const MOST_ANNOTATIONS: usize = 100_000;
 
 impl MemoryVizBuilder {
     pub fn new(max_entries: usize) -> Self {
@@ -98,6 +111,8 @@ impl MemoryVizBuilder {
             trace_index: Map::default(),
             last: None,
             reserved_only: false,
+            annotations: Vec::new(),
+            annotations_left_out: 0,
         }
     }
 
@@ -152,7 +167,11 @@ impl MemoryVizBuilder {
         let mut out: Vec<(i32, usize, u64)> = self
             .traces
             .iter()
-            .map(|t| (t.dev, t.entries.len(), t.dropped))
+            .map(|t| {
+                let written = t.entries.iter();
+                let written = written.filter(|e| !(e.as_block && self.annotated[e.process]));
+                (t.dev, written.count(), t.dropped)
+            })
             .collect();
         out.sort_unstable();
         out
@@ -180,6 +199,7 @@ impl MemoryVizBuilder {
             process: p,
             stack,
             failure: None,
+            as_block: false,
         };
         let device_memory = e.kind().is_device_memory();
         match e.api.op() {
@@ -201,13 +221,20 @@ impl MemoryVizBuilder {
                 let segment = entry(EntryAction::SegmentAlloc, e.addr, e.size, e.stack);
                 self.push(e.dev, segment);
                 if !self.annotated[p] {
-                    self.push(e.dev, entry(EntryAction::Alloc, e.addr, e.size, e.stack));
+                    let block = Pending {
+                        as_block: true,
+                        ..entry(EntryAction::Alloc, e.addr, e.size, e.stack)
+                    };
+                    self.push(e.dev, block);
                 }
             }
             Op::Free if e.ok() => {
                 if let Some(seg) = self.segments[p].remove(&e.addr) {
                     if !self.annotated[p] {
-                        self.push_free(seg.dev, |a| entry(a, e.addr, seg.size, seg.stack));
+                        self.push_free(seg.dev, |a| Pending {
+                            as_block: true,
+                            ..entry(a, e.addr, seg.size, seg.stack)
+                        });
                     }
                     let segment = entry(EntryAction::SegmentFree, e.addr, seg.size, e.stack);
                     self.push(seg.dev, segment);
@@ -222,6 +249,29 @@ impl MemoryVizBuilder {
                 };
                 self.blocks[p].insert(e.addr, live);
                 self.push(e.dev, entry(EntryAction::Alloc, e.addr, e.size, e.stack));
+            }
+            Op::Marker => {
+                let Some(name) = e.handle.and_then(|h| s.model.names.get(&h)) else {
+                    return;
+                };
+                // A category range says what the tensors were for, not a phase.
+                if crate::model::names_a_range(name) {
+                    return;
+                }
+                if self.annotations.len() == MOST_ANNOTATIONS {
+                    self.annotations_left_out += 1;
+                    return;
+                }
+                let (start, name) = match name.strip_prefix('/') {
+                    Some(n) => (false, n),
+                    None => (true, name.as_str()),
+                };
+                self.annotations.push(Annotation {
+                    start,
+                    name: name.to_string(),
+                    device: e.dev.max(0) as i64,
+                    time_us,
+                });
             }
             Op::BlockFree if !self.reserved_only => {
                 if let Some(b) = self.blocks[p].remove(&e.addr) {
@@ -259,6 +309,11 @@ impl MemoryVizBuilder {
             blocks.sort_by_key(|b| *b.0);
             for (&addr, seg) in live {
                 let end = addr.saturating_add(seg.size);
+                // A snapshot names a segment's private pool through its tensors' labels.
+                let pool = blocks[blocks.partition_point(|b| *b.0 < addr)..]
+                    .iter()
+                    .take_while(|(&a, _)| a < end)
+                    .find_map(|(_, b)| run.processes.get(p)?.categories.labels.get(&b.stack)?.pool);
                 let inside: Vec<Block> = if self.annotated[p] {
                     blocks[blocks.partition_point(|b| *b.0 < addr)..]
                         .iter()
@@ -293,13 +348,14 @@ impl MemoryVizBuilder {
                         }
                         .into(),
                         is_expandable: false,
-                        segment_pool_id: None,
+                        segment_pool_id: pool,
                         frames: frames_of(p, seg.stack),
                         blocks: with_free_gaps(addr, seg.size, inside),
                     },
                 ));
             }
         }
+        let annotated = &self.annotated;
         let traces = self
             .traces
             .into_iter()
@@ -307,6 +363,7 @@ impl MemoryVizBuilder {
                 let entries = t
                     .entries
                     .into_iter()
+                    .filter(|e| !(e.as_block && annotated[e.process]))
                     .map(|pending| TraceEntry {
                         action: pending.action.action(),
                         addr: pending.addr,
@@ -319,14 +376,54 @@ impl MemoryVizBuilder {
                             .and_then(|f| f.driver_at_failure())
                             .map(|d| d.free),
                         frames: frames_of(pending.process, pending.stack),
-                        extra: Default::default(),
+                        extra: user_metadata(run, &pending),
                     })
                     .collect();
                 (t.dev as i64, entries)
             })
             .collect::<Vec<_>>();
-        Snapshot::from_segments(segments, traces)
+        let mut snap = Snapshot::from_segments(segments, traces);
+        snap.external_annotations = phases(self.annotations);
+        snap
     }
+}
+
+/// The `user_metadata` a snapshot's tensor was allocated under, for its `alloc` entry.
+fn user_metadata(run: &Run, e: &Pending) -> serde_json::Map<String, serde_json::Value> {
+    let mut extra = serde_json::Map::new();
+    if !matches!(e.action, EntryAction::Alloc) {
+        return extra;
+    }
+    let label = run
+        .processes
+        .get(e.process)
+        .and_then(|m| m.categories.labels.get(&e.stack));
+    if let Some(m) = label.and_then(|l| l.user_metadata.clone()) {
+        extra.insert("user_metadata".into(), m.into());
+    }
+    extra
+}
+
+/// The ranges of `marks` that end, each its START and END in order: a marker without its
+/// end is a point of the run, which annotations cannot say.
+fn phases(marks: Vec<Annotation>) -> Vec<Annotation> {
+    let mut open: Map<(i64, &str), Vec<usize>> = Map::default();
+    let mut kept = vec![false; marks.len()];
+    for (i, a) in marks.iter().enumerate() {
+        let starts = open.entry((a.device, a.name.as_str())).or_default();
+        if a.start {
+            starts.push(i);
+        } else if let Some(s) = starts.pop() {
+            kept[s] = true;
+            kept[i] = true;
+        }
+    }
+    drop(open);
+    marks
+        .into_iter()
+        .zip(kept)
+        .filter_map(|(a, k)| k.then_some(a))
+        .collect()
 }
 
 fn block(address: u64, size: u64, state: BlockState, frames: Vec<Frame>) -> Block {
