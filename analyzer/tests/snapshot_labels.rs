@@ -52,15 +52,18 @@ fn python(path: &Path, entries: i64) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The workload's snapshot, written in `dir`.
+fn written(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("labels.pickle");
+    let script = workload();
+    common::python3(&[script.to_str().unwrap(), "write", path.to_str().unwrap()]);
+    path
+}
+
 #[test]
 fn tensors_are_grouped_by_their_user_metadata_and_private_pool_as_python_reads_them() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("labels.pickle");
-    common::python3(&[
-        workload().to_str().unwrap(),
-        "write",
-        path.to_str().unwrap(),
-    ]);
+    let path = written(dir.path());
     // At the end (no tensor is freed after entry 6, so the peak is the end).
     let want = python(&path, -1);
     assert!(want.len() >= 5, "{want:?}");
@@ -100,12 +103,7 @@ fn real_snapshots_without_labels_say_so() {
 #[test]
 fn the_memory_viz_export_keeps_the_labels() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("labels.pickle");
-    common::python3(&[
-        workload().to_str().unwrap(),
-        "write",
-        path.to_str().unwrap(),
-    ]);
+    let path = written(dir.path());
     let exported = dir.path().join("exported.pickle");
     let args = ["export", "--format", "memory-viz", "-o"];
     let mut args = args.to_vec();
