@@ -14,6 +14,15 @@ fn workload() -> std::path::PathBuf {
     vramtrace_tests::pages::root().join("tests/workloads/labelled_snapshot.py")
 }
 
+/// A label as the workload prints it: [user_metadata, pool, annotations].
+fn key(label: &Value) -> String {
+    let annotations = match &label["annotations"] {
+        Value::Null => serde_json::json!([]),
+        a => a.clone(),
+    };
+    serde_json::json!([label["user_metadata"], label["pool"], annotations]).to_string()
+}
+
 /// `peak --json` of `path` (at `at`, or the peak) as bytes by [metadata, pool].
 fn labels(path: &Path, at: Option<&str>) -> BTreeMap<String, u64> {
     let mut args = vec!["peak", "--json"];
@@ -26,14 +35,14 @@ fn labels(path: &Path, at: Option<&str>) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for l in device["labels"].as_array().expect("labels") {
         let label = &l["label"];
-        let key = serde_json::json!([label["user_metadata"], label["pool"]]);
+        let key = key(label);
         out.insert(key.to_string(), l["bytes"].as_u64().unwrap());
     }
     // The groups carry the same labels.
     let mut from_groups: BTreeMap<String, u64> = BTreeMap::new();
     for g in device["groups"].as_array().unwrap() {
         let label = &g["label"];
-        let key = serde_json::json!([label["user_metadata"], label["pool"]]);
+        let key = key(label);
         *from_groups.entry(key.to_string()).or_default() += g["bytes"].as_u64().unwrap();
     }
     assert_eq!(out, from_groups);
@@ -64,15 +73,15 @@ fn written(dir: &Path) -> std::path::PathBuf {
 fn tensors_are_grouped_by_their_user_metadata_and_private_pool_as_python_reads_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = written(dir.path());
-    // At the end (no tensor is freed after entry 6, so the peak is the end).
+    // At the end (no tensor is freed after entry 8, so the peak is the end).
     let want = python(&path, -1);
     assert!(want.len() >= 5, "{want:?}");
     assert_eq!(labels(&path, None), want);
     // After the first making of R's segment: its tensor was in no pool.
-    let mid = python(&path, 5);
-    assert!(mid.contains_key(r#"["first",null]"#), "{mid:?}");
-    // Entry 4 (the tensor's alloc) is at 15 us; the history starts at 11 us.
-    assert_eq!(labels(&path, Some("4500ns")), mid);
+    let mid = python(&path, 7);
+    assert!(mid.contains_key(r#"["first",null,[]]"#), "{mid:?}");
+    // Entry 6 (the tensor's alloc) is at 17 us; the history starts at 11 us.
+    assert_eq!(labels(&path, Some("6500ns")), mid);
 
     let out = common::vramtrace_ok(&["peak", "--by", "label", path.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -80,13 +89,18 @@ fn tensors_are_grouped_by_their_user_metadata_and_private_pool_as_python_reads_t
         text.contains("user_metadata \"stage=warmup, step=3\""),
         "{text}"
     );
-    assert!(text.contains("private pool (2, 3)"), "{text}");
+    assert!(
+        text.contains("private pool (2, 3), annotated \"from before\""),
+        "{text}"
+    );
+    assert!(text.contains("annotated \"a\", \"b\""), "{text}");
     assert!(text.contains("no label"), "{text}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("the user_metadata of 1 allocation left out"),
         "{stderr}"
     );
+    assert!(stderr.contains("1 annotation left out"), "{stderr}");
 }
 
 #[test]

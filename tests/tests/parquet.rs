@@ -579,7 +579,11 @@ fn a_snapshots_labels_answer_in_sql_as_pythons_pickle_reads_them() {
             (Value::Null, Value::Null) => Value::Null,
             (o, i) => serde_json::json!([o, i]),
         };
-        let label = serde_json::json!([r["user_metadata"], pool]);
+        let annotations = match r["annotations"].as_str() {
+            Some(text) => serde_json::from_str(text).expect("a JSON array"),
+            None => serde_json::json!([]),
+        };
+        let label = serde_json::json!([r["user_metadata"], pool, annotations]);
         (label, r["bytes"].as_u64().unwrap())
     })
     .collect();

@@ -6,10 +6,12 @@ usage: labelled_snapshot.py write PATH
 `write`: one device with a default-pool segment, a private pool's segment made in the
 history, one made before it, and one freed and made again at its address (a tensor of the
 first making was in no pool); `user_metadata` as strings, "N/A", a dict, and one over
-4096 bytes.
+4096 bytes; `annotate` entries (`_annotate_tensor`) of a tensor, twice of another, of one
+from before the history, and one of a freed tensor.
 
 `labels`: Python's own reading of the file: the live tensors after the history's first N
-entries (all: -1), their bytes summed by [user_metadata, pool] (null where none). It
+entries (all: -1), their bytes summed by [user_metadata, pool, annotations] (null and []
+where none); a tensor's annotations are all its allocation got, before or after entry N. It
 follows the segments forward and names a tensor's pool where the segment it was
 allocated in is one of the final ones.
 """
@@ -30,14 +32,19 @@ def write(path):
                       "frames": list(frames), "user_metadata": meta, "compile_context": "N/A"})
     e("segment_alloc", A, 20 * M, fr("f", 1))
     e("alloc", A, 4 * M, fr("f", 2), "comm")
+    e("annotate", A, 0, fr("k", 7), "retained by autograd")
     e("alloc", A + 4 * M, 2 * M, fr("f", 2), "N/A")
+    e("annotate", Q, 0, fr("k", 8), "from before")
     e("segment_alloc", R, 2 * M, fr("r", 1))
     e("alloc", R, M, fr("r", 2), "first")
     e("free_requested", R, M, fr("r", 2))
     e("free_completed", R, M, fr("r", 2))
     e("segment_free", R, 2 * M, fr("r", 3))
+    e("annotate", R, 0, fr("k", 9), "of a freed tensor")
     e("segment_alloc", P, 20 * M, fr("g", 3))
     e("alloc", P, 3 * M, fr("g", 4), "graph")
+    e("annotate", P, 0, fr("k", 7), "a")
+    e("annotate", P, 0, fr("k", 7), "b")
     e("alloc", P + 3 * M, 5 * M, fr("g", 4), "L" * 5000)
     e("alloc", A + 6 * M, 3 * M, fr("f", 5), {"stage": "warmup", "step": 3})
     e("segment_alloc", R, 2 * M, fr("r", 1))
@@ -70,7 +77,7 @@ def labels(path, n):
     # Segments by making: the one each address's tensor was allocated in; the makings
     # alive at the end are the final segments'.
     def walk(upto):
-        made, live_segs, tensors = 0, {}, {}
+        made, live_segs, tensors, live = 0, {}, {}, {}
         for i, e in enumerate(trace[:upto] if upto >= 0 else trace):
             a = e["action"]
             if a == "segment_alloc":
@@ -80,10 +87,23 @@ def labels(path, n):
                 live_segs.pop(e["addr"])
             elif a == "alloc":
                 seg = next(m for s, (m, size) in live_segs.items() if s <= e["addr"] < s + size)
-                tensors[e["addr"]] = (e["size"], text(e["user_metadata"]), seg)
+                tensors[e["addr"]] = (e["size"], text(e["user_metadata"]), seg, i)
             elif a == "free_completed":
                 tensors.pop(e["addr"])
         return live_segs, tensors
+    # Annotations by the alloc entry of the tensor they name (by address: from before).
+    notes, live, made = {}, {}, set()
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            live[e["addr"]] = i
+            made.add(e["addr"])
+        elif e["action"] == "free_completed":
+            live.pop(e["addr"], None)
+        elif e["action"] == "annotate":
+            if e["addr"] in live:
+                notes.setdefault(live[e["addr"]], []).append(e["user_metadata"])
+            elif e["addr"] not in made:
+                notes.setdefault(("before", e["addr"]), []).append(e["user_metadata"])
     def text(m):
         if isinstance(m, dict):
             m = ", ".join(f"{k}={v}" for k, v in m.items())
@@ -97,15 +117,15 @@ def labels(path, n):
     before = [(b["address"], b["size"], s["segment_pool_id"]) for s in d["segments"]
               for b in s["blocks"] if b["state"] == "active_allocated" and b["address"] not in allocated]
     out = {}
-    def add(size, meta, pool):
+    def add(size, meta, pool, annotations):
         pool = None if tuple(pool or (0, 0)) == (0, 0) else list(pool)
-        key = json.dumps([meta, pool])
+        key = json.dumps([meta, pool, annotations])
         out[key] = out.get(key, 0) + size
     for addr, size, pool in before:
-        add(size, None, pool)
-    for addr, (size, meta, seg) in tensors.items():
+        add(size, None, pool, notes.get(("before", addr), []))
+    for addr, (size, meta, seg, i) in tensors.items():
         pool = next((p for (m, p) in final.values() if m == seg), None)
-        add(size, meta, pool)
+        add(size, meta, pool, notes.get(i, []))
     return [[json.loads(k), v] for k, v in sorted(out.items())]
 
 

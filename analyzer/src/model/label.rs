@@ -15,14 +15,19 @@ pub struct Label {
     /// The segment's `segment_pool_id`, where it is not the default pool's `(0, 0)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool: Option<(i64, i64)>,
+    /// What the program said of the tensor after it was allocated
+    /// (`torch.cuda.memory._annotate_tensor`: `annotate` entries), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<String>,
 }
 
 impl Label {
     pub fn is_empty(&self) -> bool {
-        self.user_metadata.is_none() && self.pool.is_none()
+        self.user_metadata.is_none() && self.pool.is_none() && self.annotations.is_empty()
     }
 
-    /// `user_metadata "comm", private pool (1, 0)`: for one line of text (not escaped).
+    /// `user_metadata "comm", private pool (1, 0), annotated "kept"`: for one line of
+    /// text (not escaped).
     pub fn words(&self) -> String {
         let metadata = self
             .user_metadata
@@ -31,9 +36,18 @@ impl Label {
         let pool = self
             .pool
             .map(|(owner, id)| format!("private pool ({owner}, {id})"));
+        let annotations = (!self.annotations.is_empty()).then(|| {
+            let quoted: Vec<String> = self
+                .annotations
+                .iter()
+                .map(|a| format!("\"{a}\""))
+                .collect();
+            format!("annotated {}", quoted.join(", "))
+        });
         metadata
             .into_iter()
             .chain(pool)
+            .chain(annotations)
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -48,6 +62,7 @@ mod tests {
         let both = Label {
             user_metadata: Some("comm".into()),
             pool: Some((1, 0)),
+            ..Label::default()
         };
         assert_eq!(both.words(), "user_metadata \"comm\", private pool (1, 0)");
         let pool = Label {
@@ -55,6 +70,11 @@ mod tests {
             ..Label::default()
         };
         assert_eq!(pool.words(), "private pool (2, 5)");
+        let annotated = Label {
+            annotations: vec!["kept".into(), "saved".into()],
+            ..Label::default()
+        };
+        assert_eq!(annotated.words(), "annotated \"kept\", \"saved\"");
         assert!(Label::default().is_empty());
         assert!(!pool.is_empty());
     }

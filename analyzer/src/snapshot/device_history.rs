@@ -101,6 +101,7 @@ pub fn rebuild(
     let mut times = Times::default();
     let trace = entries(p, list);
     let mut maps = false;
+    let mut annotates = false;
     let mut unplausible = None;
     let mut failed = Ok(());
     let newest_first = trace.iter().enumerate().rev().filter_map(|(i, &v)| {
@@ -113,6 +114,7 @@ pub fn rebuild(
         };
         times.saw(e.time_us);
         maps |= e.action == Action::SegmentMap;
+        annotates |= matches!(&e.action, Action::Other(a) if a == super::labels::ANNOTATE);
         request(i, &e, &mut unplausible).map(|r| Ok((i, r)))
     });
     let mut settings = recorded.clone();
@@ -136,7 +138,7 @@ pub fn rebuild(
             start.misfit = Some(m);
         }
     }
-    let mut labels = Labels::of_device(p, d, trace);
+    let mut labels = Labels::of_device(p, d, trace, annotates);
     let mut by_addr = Map::default();
     for s in &d.segments {
         for b in s

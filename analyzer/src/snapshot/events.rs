@@ -350,6 +350,13 @@ impl SnapshotEvents {
                     c.dev, crate::units::count(c.labels.unread_metadata, "allocation")
                 ));
             }
+            if c.labels.annotations_left_out > 0 {
+                f.notes.push(format!(
+                    "note: {path}: device {}: {} left out (of no live tensor, or past 16 on one)",
+                    c.dev,
+                    crate::units::count(c.labels.annotations_left_out, "annotation")
+                ));
+            }
             if let Some(d) = c.drift() {
                 f.notes.push(format!(
                     "note: {path}: device {}: from history entry {} the allocator model lays blocks out otherwise than the recording ({}): block sizes from there are the model's reading",

@@ -6,15 +6,24 @@
 //! of such a segment after that segment's last `segment_alloc` (or at any time, where the
 //! history never allocates it: it was there before) was in it. A tensor of a segment freed
 //! before the snapshot has no pool named.
+//!
+//! An `annotate` entry (`torch.cuda.memory._annotate_tensor`, 2.14+) says something of the
+//! live tensor at its address after the fact, in its `user_metadata`; the annotations
+//! belong to the tensor's allocation, as PyTorch's own viewer shows them.
 
 use super::model::{Action, DeviceSnapshot};
 use super::pickle::{Pickle, Value};
-use crate::model::Label;
+use crate::model::{Label, Map};
 use crate::whatif::input::PrivateSegment;
 
 /// Bytes of the longest `user_metadata` read: a longer one is left out whole, not cut (two
 /// values cut alike would be one label).
 const METADATA_BYTES: usize = 4096;
+/// The action of an annotation after the fact.
+pub const ANNOTATE: &str = "annotate";
+/// Annotations kept per tensor at most.
+const MOST_ANNOTATIONS: usize = 16;
+
 /// Pairs of a dict `user_metadata` read at most (more would be longer than that anyway).
 const MOST_PAIRS: usize = 256;
 
@@ -33,12 +42,19 @@ pub struct Labels {
     private: Vec<Born>,
     /// `user_metadata` values left out: neither a string nor a dict of them, or too long.
     pub unread_metadata: u64,
+    /// Annotations of tensors by the entry that allocated them, and of tensors from
+    /// before the history by address.
+    annotated: Map<usize, Vec<String>>,
+    annotated_before: Map<u64, Vec<String>>,
+    /// Annotations left out: of no live tensor, or past [`MOST_ANNOTATIONS`] on one.
+    pub annotations_left_out: u64,
 }
 
 impl Labels {
     /// The private pools of `d`'s final segments, each born at the last `segment_alloc`
-    /// of its address in `trace` (read only where a private pool exists).
-    pub fn of_device(p: &Pickle, d: &DeviceSnapshot, trace: &[Value]) -> Labels {
+    /// of its address in `trace` (read only where a private pool exists), and where the
+    /// history `annotates`, each tensor's annotations.
+    pub fn of_device(p: &Pickle, d: &DeviceSnapshot, trace: &[Value], annotates: bool) -> Labels {
         let mut private: Vec<Born> = super::allocator_input::private_segments(d)
             .into_iter()
             .map(|segment| Born {
@@ -59,9 +75,52 @@ impl Labels {
                 }
             }
         }
-        Labels {
+        let mut labels = Labels {
             private,
-            unread_metadata: 0,
+            ..Labels::default()
+        };
+        if annotates {
+            labels.annotations(p, trace);
+        }
+        labels
+    }
+
+    /// Each `annotate` entry of `trace` given to the tensor live at its address then.
+    fn annotations(&mut self, p: &Pickle, trace: &[Value]) {
+        let mut live: Map<u64, usize> = Map::default();
+        let mut allocated: std::collections::HashSet<u64, rustc_hash::FxBuildHasher> =
+            Default::default();
+        for (i, &v) in trace.iter().enumerate() {
+            let Ok(e) = super::history::entry(p, v) else {
+                continue;
+            };
+            match &e.action {
+                Action::Alloc => {
+                    live.insert(e.addr, i);
+                    allocated.insert(e.addr);
+                }
+                Action::FreeCompleted => {
+                    live.remove(&e.addr);
+                }
+                Action::Other(a) if a == ANNOTATE => {
+                    let text = e.user_metadata.and_then(|m| self.metadata(p, m));
+                    let list = match live.get(&e.addr) {
+                        Some(&at) => Some(self.annotated.entry(at).or_default()),
+                        None if !allocated.contains(&e.addr) => {
+                            Some(self.annotated_before.entry(e.addr).or_default())
+                        }
+                        None => None,
+                    };
+                    match (list, text) {
+                        (Some(list), Some(text)) if list.len() < MOST_ANNOTATIONS => {
+                            list.push(text)
+                        }
+                        (_, None) => {}
+                        _ => self.annotations_left_out += 1,
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -94,9 +153,15 @@ impl Labels {
         entry: Option<usize>,
         metadata: Option<Value>,
     ) -> Label {
+        let annotations = match entry {
+            Some(i) => self.annotated.get(&i),
+            None => self.annotated_before.get(&addr),
+        };
+        let annotations = annotations.cloned().unwrap_or_default();
         Label {
             user_metadata: metadata.and_then(|v| self.metadata(p, v)),
             pool: self.pool_at(addr, entry),
+            annotations,
         }
     }
 

@@ -11,7 +11,7 @@ pub mod events;
 pub mod figures;
 pub mod frames;
 pub mod history;
-mod labels;
+pub mod labels;
 pub mod model;
 pub mod names;
 pub mod pickle;

@@ -364,19 +364,23 @@ impl MemoryVizBuilder {
                     .entries
                     .into_iter()
                     .filter(|e| !(e.as_block && annotated[e.process]))
-                    .map(|pending| TraceEntry {
-                        action: pending.action.action(),
-                        addr: pending.addr,
-                        size: pending.size,
-                        stream: pending.stream,
-                        time_us: Some(pending.time_us),
-                        device_free: pending
-                            .failure
-                            .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
-                            .and_then(|f| f.driver_at_failure())
-                            .map(|d| d.free),
-                        frames: frames_of(pending.process, pending.stack),
-                        extra: user_metadata(run, &pending),
+                    .flat_map(|pending| {
+                        let entry = TraceEntry {
+                            action: pending.action.action(),
+                            addr: pending.addr,
+                            size: pending.size,
+                            stream: pending.stream,
+                            time_us: Some(pending.time_us),
+                            device_free: pending
+                                .failure
+                                .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
+                                .and_then(|f| f.driver_at_failure())
+                                .map(|d| d.free),
+                            frames: frames_of(pending.process, pending.stack),
+                            extra: user_metadata(run, &pending),
+                        };
+                        let notes = annotations(run, &entry, &pending);
+                        std::iter::once(entry).chain(notes)
                     })
                     .collect();
                 (t.dev as i64, entries)
@@ -402,6 +406,36 @@ fn user_metadata(run: &Run, e: &Pending) -> serde_json::Map<String, serde_json::
         extra.insert("user_metadata".into(), m.into());
     }
     extra
+}
+
+/// A snapshot's annotations of the tensor `alloc` makes (`_annotate_tensor`), as
+/// `annotate` entries right after it: the label keeps what they said, not when.
+fn annotations(run: &Run, alloc: &TraceEntry, e: &Pending) -> Vec<TraceEntry> {
+    if !matches!(e.action, EntryAction::Alloc) {
+        return Vec::new();
+    }
+    let Some(label) = run
+        .processes
+        .get(e.process)
+        .and_then(|m| m.categories.labels.get(&e.stack))
+    else {
+        return Vec::new();
+    };
+    label
+        .annotations
+        .iter()
+        .map(|a| {
+            let mut extra = serde_json::Map::new();
+            extra.insert("user_metadata".into(), a.clone().into());
+            TraceEntry {
+                action: Action::Other(crate::snapshot::labels::ANNOTATE.into()),
+                size: 0,
+                device_free: None,
+                extra,
+                ..alloc.clone()
+            }
+        })
+        .collect()
 }
 
 /// The ranges of `marks` that end, each its START and END in order: a marker without its

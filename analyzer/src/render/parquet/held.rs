@@ -110,6 +110,16 @@ pub fn write_held(
         .opt_i64s(
             "pool_id",
             tensors.iter().map(|(_, b)| pool(b).map(|p| p.1)).collect(),
+        )
+        .texts(
+            "annotations",
+            tensors
+                .iter()
+                .map(|(_, b)| {
+                    let notes = &label(b)?.annotations;
+                    (!notes.is_empty()).then(|| serde_json::to_string(notes).ok())?
+                })
+                .collect(),
         );
     write(dataset, "tensors", rank, name, cols, &mut rows)?;
 
