@@ -8,11 +8,13 @@ use super::device::GroupBytes;
 use super::layers::Change;
 use super::Map;
 
-/// Tensor changes kept since the last reserved peak before the tensors at it are taken:
-/// taking them costs a copy of every live group, so it is done once the peak has stood
-/// this long (or at the end), not at each peak - PyTorch raises the reserved peak with
-/// every new segment, and a copy per segment cost more than the replay.
-const CHANGES_KEPT: usize = 4096;
+/// Tensor changes kept since the last reserved peak before the tensors at it are taken, at
+/// least: taking them costs a copy of every live group, so it is done once the peak has
+/// stood for as many changes as there are live groups (or at the end), not at each peak -
+/// PyTorch raises the reserved peak with every new segment, and a copy per segment cost
+/// more than the replay. As many as the groups, the log costs what a copy of them would:
+/// a fixed 4096 held 128 KiB in each of a directory's hundred small snapshots.
+const CHANGES_KEPT: usize = 256;
 
 #[derive(Clone, Debug, Default)]
 pub struct AtReservedPeak {
@@ -56,7 +58,8 @@ impl AtReservedPeak {
             return;
         }
         self.since.extend(changes);
-        if self.since.len() >= CHANGES_KEPT {
+        let groups = live.map_or(0, |l| l.len());
+        if self.since.len() >= CHANGES_KEPT.max(groups) {
             self.take(live);
         }
     }
