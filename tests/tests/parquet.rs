@@ -583,7 +583,12 @@ fn a_snapshots_labels_answer_in_sql_as_pythons_pickle_reads_them() {
             Some(text) => serde_json::from_str(text).expect("a JSON array"),
             None => serde_json::json!([]),
         };
-        let label = serde_json::json!([r["user_metadata"], pool, annotations]);
+        // A dict is written as its JSON (no string in the workload reads as one).
+        let metadata = match r["user_metadata"].as_str().map(serde_json::from_str::<Value>) {
+            Some(Ok(object @ Value::Object(_))) => object,
+            _ => r["user_metadata"].clone(),
+        };
+        let label = serde_json::json!([metadata, pool, annotations]);
         (label, r["bytes"].as_u64().unwrap())
     })
     .collect();

@@ -46,7 +46,7 @@ def write(path):
     e("annotate", P, 0, fr("k", 7), "a")
     e("annotate", P, 0, fr("k", 7), "b")
     e("alloc", P + 3 * M, 5 * M, fr("g", 4), "L" * 5000)
-    e("alloc", A + 6 * M, 3 * M, fr("f", 5), {"stage": "warmup", "step": 3})
+    e("alloc", A + 6 * M, 3 * M, fr("f", 5), {"step": 3, "stage": "warmup", "warm": True})
     e("segment_alloc", R, 2 * M, fr("r", 1))
     e("alloc", R, M, fr("r", 2), "second")
     def blk(addr, size, frames=(), state="active_allocated"):
@@ -105,8 +105,9 @@ def labels(path, n):
             elif e["addr"] not in made:
                 notes.setdefault(("before", e["addr"]), []).append(e["user_metadata"])
     def text(m):
+        # A dict's values as Python's str of each; a string as it is.
         if isinstance(m, dict):
-            m = ", ".join(f"{k}={v}" for k, v in m.items())
+            return {k: str(v) for k, v in m.items()} or None
         return None if m in ("", "N/A") or len(m) > 4096 else m
     live_segs, _ = walk(-1)
     _, tensors = walk(n)

@@ -27,7 +27,7 @@ pub use device::{DeviceUsage, GroupBytes};
 pub use failure::{
     AllocatorState, DriverFigure, DriverSource, Failure, KEPT_FAILURES, RECENT_EVENTS,
 };
-pub use label::Label;
+pub use label::{Label, Metadata};
 pub use layers::Change;
 pub use off_device::{LocationBytes, OffDevice};
 pub use process::{Counts, ProcessModel};

@@ -60,6 +60,9 @@ pub struct Rebuilt {
     pub settings: Settings,
     /// Live blocks of the final state by address: their stacks.
     pub stacks: Map<u64, u64>,
+    /// Tensors from before the history that it frees, by address: stacks of their labels
+    /// alone (their frames are not known).
+    pub freed_stacks: Map<u64, u64>,
     /// What labels its tensors (private pools), and what could not.
     pub labels: Labels,
 }
@@ -151,6 +154,15 @@ pub fn rebuild(
             by_addr.insert(b.address, stacks.stack(&b.frames, label));
         }
     }
+    let mut freed_stacks = Map::default();
+    for s in &start.segments {
+        for b in s.blocks.iter().filter(|b| b.freed_inside) {
+            let label = labels.label(p, b.addr, None, None);
+            if !label.is_empty() {
+                freed_stacks.insert(b.addr, stacks.stack(&[], label));
+            }
+        }
+    }
     Ok(Rebuilt {
         device: d.device,
         list,
@@ -160,6 +172,7 @@ pub fn rebuild(
         times,
         settings,
         stacks: by_addr,
+        freed_stacks,
         labels,
     })
 }
@@ -215,7 +228,7 @@ impl Cursor {
                 window.requested = window.requested.saturating_add(b.requested);
                 window.freed_inside += b.freed_inside as usize;
                 let stack = match b.freed_inside {
-                    true => 0,
+                    true => r.freed_stacks.get(&b.addr).copied().unwrap_or(0),
                     false => r.stacks.get(&b.addr).copied().unwrap_or(0),
                 };
                 pending.push_back(block_alloc(

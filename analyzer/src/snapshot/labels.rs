@@ -13,7 +13,7 @@
 
 use super::model::{Action, DeviceSnapshot};
 use super::pickle::{Pickle, Value};
-use crate::model::{Label, Map};
+use crate::model::{Label, Map, Metadata};
 use crate::whatif::input::PrivateSegment;
 
 /// Bytes of the longest `user_metadata` read: a longer one is left out whole, not cut (two
@@ -44,8 +44,8 @@ pub struct Labels {
     pub unread_metadata: u64,
     /// Annotations of tensors by the entry that allocated them, and of tensors from
     /// before the history by address.
-    annotated: Map<usize, Vec<String>>,
-    annotated_before: Map<u64, Vec<String>>,
+    annotated: Map<usize, Vec<Metadata>>,
+    annotated_before: Map<u64, Vec<Metadata>>,
     /// Annotations left out: of no live tensor, or past [`MOST_ANNOTATIONS`] on one.
     pub annotations_left_out: u64,
 }
@@ -100,7 +100,10 @@ impl Labels {
                     allocated.insert(e.addr);
                 }
                 Action::FreeCompleted => {
+                    // A tensor from before the history freed: later annotations there
+                    // are of no tensor from before.
                     live.remove(&e.addr);
+                    allocated.insert(e.addr);
                 }
                 Action::Other(a) if a == ANNOTATE => {
                     let text = e.user_metadata.and_then(|m| self.metadata(p, m));
@@ -165,37 +168,60 @@ impl Labels {
         }
     }
 
-    /// `user_metadata` as text: `None` where it says nothing (`""`, `"N/A"`, an empty
-    /// dict) or cannot be read (counted).
-    fn metadata(&mut self, p: &Pickle, v: Value) -> Option<String> {
-        let text = match (p.str(v), p.dict(v)) {
-            (Some(s), _) => Some(s.to_string()),
-            (None, Some(pairs)) if pairs.len() > MOST_PAIRS => None,
-            (None, Some(pairs)) => pairs
-                .iter()
-                .map(|&(k, v)| {
-                    let value = p
-                        .str(v)
-                        .map(str::to_string)
-                        .or_else(|| p.int(v).map(|i| i.to_string()))?;
-                    Some(format!("{}={value}", p.str(k)?))
-                })
-                .collect::<Option<Vec<_>>>()
-                .map(|pairs| pairs.join(", ")),
-            (None, None) if matches!(v, Value::None) => return None,
-            (None, None) => None,
+    /// `user_metadata` as read: `None` where it says nothing (`""`, `"N/A"`, an empty
+    /// dict) or cannot be read (counted). The size is checked before anything is copied:
+    /// one long string shared by every entry through the pickle's memo costs nothing.
+    fn metadata(&mut self, p: &Pickle, v: Value) -> Option<Metadata> {
+        if matches!(v, Value::None) {
+            return None;
+        }
+        let read = match p.str(v) {
+            Some(t) if t.len() > METADATA_BYTES => None,
+            Some(t) => Some(Metadata::Text(t.to_string())),
+            None => pairs(p, v).map(Metadata::Pairs),
         };
-        match text {
-            Some(t) if t.len() > METADATA_BYTES => {
-                self.unread_metadata += 1;
-                None
-            }
-            Some(t) if t.is_empty() || t == "N/A" => None,
-            Some(t) => Some(t),
+        match read {
+            Some(Metadata::Text(t)) if t.is_empty() || t == "N/A" => None,
+            Some(Metadata::Pairs(pairs)) if pairs.is_empty() => None,
+            Some(m) => Some(m),
             None => {
                 self.unread_metadata += 1;
                 None
             }
         }
     }
+}
+
+/// A dict of strings, integers and booleans (Python's `str` of each), sorted by key, of at
+/// most [`METADATA_BYTES`] in all; `None` for anything else.
+fn pairs(p: &Pickle, v: Value) -> Option<Vec<(String, String)>> {
+    let dict = p.dict(v)?;
+    if dict.len() > MOST_PAIRS {
+        return None;
+    }
+    let mut bytes = 0usize;
+    let mut out = Vec::with_capacity(dict.len());
+    for &(k, v) in dict.iter() {
+        let key = p.str(k)?;
+        let value = match v {
+            Value::Bool(b) => if b { "True" } else { "False" }.to_string(),
+            Value::Str(_) => {
+                let t = p.str(v)?;
+                if t.len() > METADATA_BYTES {
+                    return None;
+                }
+                t.to_string()
+            }
+            _ => p.int(v)?.to_string(),
+        };
+        bytes = bytes.saturating_add(key.len() + value.len());
+        if bytes > METADATA_BYTES {
+            return None;
+        }
+        out.push((key.to_string(), value));
+    }
+    out.sort();
+    // A key the file wrote twice: Python keeps the last.
+    out.dedup_by(|later, earlier| later.0 == earlier.0);
+    Some(out)
 }

@@ -64,26 +64,42 @@ impl StackIds {
     }
 
     /// The number of `label` (0: none, or past [`MOST_LABELS`]).
-    fn label_id(&mut self, label: Label) -> u64 {
+    /// Past [`MOST_LABELS`], a new label keeps its pool alone (a pool is a final segment's:
+    /// there are few), and what it said besides is left out, counted.
+    fn label_id(&mut self, label: Label) -> (u64, Label) {
         if label.is_empty() {
-            return 0;
+            return (0, label);
         }
-        let next = self.label_ids.len() as u64 + 1;
         if let Some(&id) = self.label_ids.get(&label) {
-            return id;
+            return (id, label);
         }
-        if next > MOST_LABELS {
+        let label = if self.label_ids.len() as u64 >= MOST_LABELS && label.pool.is_none() {
             self.labels_left_out += 1;
-            return 0;
-        }
-        self.label_ids.insert(label, next);
-        next
+            return (0, Label::default());
+        } else if self.label_ids.len() as u64 >= MOST_LABELS {
+            let pool = Label {
+                pool: label.pool,
+                ..Label::default()
+            };
+            if pool != label {
+                self.labels_left_out += 1;
+            }
+            if let Some(&id) = self.label_ids.get(&pool) {
+                return (id, pool);
+            }
+            pool
+        } else {
+            label
+        };
+        let next = self.label_ids.len() as u64 + 1;
+        self.label_ids.insert(label.clone(), next);
+        (next, label)
     }
 
     /// The stack id of `frames` (innermost first), reduced to what a person reads, under
     /// `label`.
     pub fn stack(&mut self, frames: &[Frame], label: Label) -> u64 {
-        let id = self.label_id(label.clone());
+        let (id, label) = self.label_id(label);
         self.stack_labelled(frames, id, label)
     }
 
@@ -129,6 +145,16 @@ impl StackIds {
                 next_id
             });
         }
+        if node == 0 && label_id != 0 {
+            // No frame to show (history recorded without stacks): the root alone stands
+            // for the label, with no frames and no category, as stack 0 has none.
+            node = root;
+            if self.labels.insert(node, label).is_none() {
+                self.categories.insert(node, Category::Unknown);
+                self.fresh.push((node, Category::Unknown));
+            }
+            return node;
+        }
         if node != 0 && self.categories.insert(node, category).is_none() {
             self.fresh.push((node, category));
             if label_id != 0 {
@@ -156,11 +182,11 @@ impl StackIds {
 
     /// The stack id of frame list `v` under `label`, read once per list and label.
     pub fn stack_of(&mut self, p: &Pickle, v: Option<Value>, label: Label) -> u64 {
+        let (label_id, label) = self.label_id(label);
         let id = match v {
             Some(Value::List(id) | Value::Tuple(id)) => id,
-            _ => return 0,
+            _ => return self.stack_labelled(&[], label_id, label),
         };
-        let label_id = self.label_id(label.clone());
         if let Some(&s) = self.lists.get(&(id, label_id)) {
             return s;
         }

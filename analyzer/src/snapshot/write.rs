@@ -279,7 +279,7 @@ impl Pickler {
     }
 
     /// A history entry's dict: `action`, `addr` (`device_free` for an `oom`), `size`,
-    /// `stream`, `time_us` where known, `frames`, and `user_metadata` where it is text.
+    /// `stream`, `time_us` where known, `frames`, and `user_metadata` where it has one.
     fn entry(&mut self, e: &TraceEntry) {
         self.out.extend([b'}', b'(']);
         self.str("action");
@@ -301,9 +301,9 @@ impl Pickler {
         }
         self.str("frames");
         self.frames(&e.frames);
-        if let Some(m) = e.user_metadata().and_then(|m| m.as_str()) {
+        if let Some(m) = e.user_metadata() {
             self.str("user_metadata");
-            self.str(m);
+            self.value(&json(m));
         }
         self.out.push(b'u');
     }

@@ -287,6 +287,7 @@ mod tests {
             }],
             category: None,
             label: None,
+            labels_differ: false,
         }
     }
 

@@ -32,6 +32,9 @@ pub struct Group {
     /// allocated under, the private pool that held them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<crate::model::Label>,
+    /// Its tensors had different labels (then `label` is absent).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub labels_differ: bool,
 }
 
 impl Group {
@@ -45,6 +48,8 @@ impl Group {
         }
         if let Some(l) = &self.label {
             who = format!("{who} {{{}}}", l.words());
+        } else if self.labels_differ {
+            who = format!("{who} {{labels differ: peak --by label}}");
         }
         who
     }
@@ -57,8 +62,10 @@ fn is_zero(v: &u64) -> bool {
 /// Largest first; a snapshot's groups that read alike (process, device, API and the
 /// frames shown) as one, named by the least stack id among them. A snapshot gives stacks
 /// that differ only in frames the views leave out (torch's own, which tell a tensor's
-/// category apart) ids of their own; a trace's stacks stay apart whatever they show.
-/// `categorized`: whether a group's stack is a snapshot's.
+/// category apart) or in their labels ids of their own; a trace's stacks stay apart
+/// whatever they show. A merged group keeps a label its parts share, none where they
+/// differ (`peak`'s `labels` splits by label). `categorized`: whether a group's stack is a
+/// snapshot's.
 fn sorted(groups: Vec<(Group, bool)>) -> Vec<Group> {
     let mut at: std::collections::HashMap<_, usize> = Default::default();
     let mut merged: Vec<Group> = Vec::with_capacity(groups.len());
@@ -67,13 +74,17 @@ fn sorted(groups: Vec<(Group, bool)>) -> Vec<Group> {
             merged.push(g);
             continue;
         }
-        let key = (g.pid, g.device, g.api, g.frames.clone(), g.label.clone());
+        let key = (g.pid, g.device, g.api, g.frames.clone());
         match at.get(&key) {
             Some(&i) => {
                 let m = &mut merged[i];
                 m.bytes = m.bytes.saturating_add(g.bytes);
                 m.blocks = m.blocks.saturating_add(g.blocks);
                 m.stack = m.stack.min(g.stack);
+                if m.label != g.label {
+                    m.label = None;
+                    m.labels_differ = true;
+                }
             }
             None => {
                 at.insert(key, merged.len());
@@ -109,6 +120,7 @@ fn group(
         frames: stacks::shown(&model.stacks, k.stack),
         category: k.category,
         label: model.categories.labels.get(&k.stack).cloned(),
+        labels_differ: false,
     };
     (group, model.categories.by_stack.contains_key(&k.stack))
 }

@@ -91,10 +91,13 @@ struct Held {
     t: u64,
 }
 
-/// Live allocations grouped by process, device, API and stack, largest first.
+/// Live allocations grouped by process, device, API and stack, largest first; a
+/// snapshot's stacks that read alike (they differ in frames the views leave out, or in
+/// their labels) as one group, named by the least stack id.
 fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -> Vec<LeakGroup> {
-    let mut groups = Vec::new();
+    let mut groups: Vec<LeakGroup> = Vec::new();
     for (i, p) in run.processes.iter().enumerate() {
+        let mut alike: std::collections::HashMap<_, usize> = Default::default();
         let mut by: Map<(i32, vramtrace_schema::Api, Kind, u64), Vec<Held>> = Map::default();
         for h in live(p) {
             by.entry((h.dev, h.api, h.kind, h.stack))
@@ -102,7 +105,7 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
                 .push(h);
         }
         for ((dev, api, kind, stack), held) in by {
-            groups.push(LeakGroup {
+            let group = LeakGroup {
                 pid: p.header.pid,
                 host: p.header.host.clone(),
                 complete: p.ended(),
@@ -115,7 +118,27 @@ fn grouped(run: &Run, live: impl Fn(&crate::model::ProcessModel) -> Vec<Held>) -
                 first_time_ns: run.time_of(i, held.iter().map(|h| h.t).min().unwrap_or(0)),
                 last_time_ns: run.time_of(i, held.iter().map(|h| h.t).max().unwrap_or(0)),
                 frames: stacks::shown(&p.stacks, stack),
-            });
+            };
+            let snapshots = p.categories.by_stack.contains_key(&stack);
+            if !snapshots || group.frames.is_empty() {
+                groups.push(group);
+                continue;
+            }
+            let key = (dev, api, kind, group.frames.clone());
+            match alike.get(&key) {
+                Some(&at) => {
+                    let g: &mut LeakGroup = &mut groups[at];
+                    g.bytes = g.bytes.saturating_add(group.bytes);
+                    g.blocks = g.blocks.saturating_add(group.blocks);
+                    g.first_time_ns = g.first_time_ns.min(group.first_time_ns);
+                    g.last_time_ns = g.last_time_ns.max(group.last_time_ns);
+                    g.stack = g.stack.min(group.stack);
+                }
+                None => {
+                    alike.insert(key, groups.len());
+                    groups.push(group);
+                }
+            }
         }
     }
     groups.sort_by(|a, b| {

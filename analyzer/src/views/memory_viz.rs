@@ -403,7 +403,10 @@ fn user_metadata(run: &Run, e: &Pending) -> serde_json::Map<String, serde_json::
         .get(e.process)
         .and_then(|m| m.categories.labels.get(&e.stack));
     if let Some(m) = label.and_then(|l| l.user_metadata.clone()) {
-        extra.insert("user_metadata".into(), m.into());
+        extra.insert(
+            "user_metadata".into(),
+            serde_json::to_value(m).unwrap_or_default(),
+        );
     }
     extra
 }
@@ -426,7 +429,10 @@ fn annotations(run: &Run, alloc: &TraceEntry, e: &Pending) -> Vec<TraceEntry> {
         .iter()
         .map(|a| {
             let mut extra = serde_json::Map::new();
-            extra.insert("user_metadata".into(), a.clone().into());
+            extra.insert(
+                "user_metadata".into(),
+                serde_json::to_value(a).unwrap_or_default(),
+            );
             TraceEntry {
                 action: Action::Other(crate::snapshot::labels::ANNOTATE.into()),
                 size: 0,

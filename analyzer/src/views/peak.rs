@@ -4,7 +4,7 @@
 //! otherwise.
 
 use super::groups::{self, Group};
-use crate::model::DeviceUsage;
+use crate::model::{DeviceUsage, GroupBytes};
 use crate::replay::{Run, RunGroupKey};
 use serde::Serialize;
 
@@ -108,7 +108,7 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
                     })
                     .collect(),
                 top_function: top_function(&groups),
-                labels: labels(&groups),
+                labels: labels(run, map),
                 categories,
                 groups,
             }
@@ -124,22 +124,24 @@ pub fn build(run: &Run, at: Option<u64>, layer: Option<Layer>) -> PeakView {
     }
 }
 
-/// `groups` summed by label, largest first; empty where none has a label.
-fn labels(groups: &[Group]) -> Vec<LabelBytes> {
-    if groups.iter().all(|g| g.label.is_none()) {
+/// The live set `map` summed by its stacks' labels, largest first; empty where none has a
+/// label.
+fn labels(run: &Run, map: &crate::model::Map<RunGroupKey, GroupBytes>) -> Vec<LabelBytes> {
+    let label = |(p, k): &RunGroupKey| run.processes[*p].categories.labels.get(&k.stack);
+    if map.iter().all(|(k, g)| g.blocks == 0 || label(k).is_none()) {
         return Vec::new();
     }
-    let mut by: std::collections::BTreeMap<Option<crate::model::Label>, (u64, u64)> =
+    let mut by: std::collections::BTreeMap<Option<&crate::model::Label>, (u64, u64)> =
         Default::default();
-    for g in groups {
-        let b = by.entry(g.label.clone()).or_default();
+    for (k, g) in map.iter().filter(|(_, g)| g.blocks > 0) {
+        let b = by.entry(label(k)).or_default();
         b.0 = b.0.saturating_add(g.bytes);
         b.1 = b.1.saturating_add(g.blocks);
     }
     let mut out: Vec<LabelBytes> = by
         .into_iter()
         .map(|(label, (bytes, blocks))| LabelBytes {
-            label,
+            label: label.cloned(),
             bytes,
             blocks,
         })

@@ -100,7 +100,7 @@ pub fn write_held(
             "user_metadata",
             tensors
                 .iter()
-                .map(|(_, b)| label(b).and_then(|l| l.user_metadata.clone()))
+                .map(|(_, b)| label(b)?.user_metadata.as_ref().map(|m| m.text()))
                 .collect(),
         )
         .opt_i64s(
