@@ -584,7 +584,10 @@ fn a_snapshots_labels_answer_in_sql_as_pythons_pickle_reads_them() {
             None => serde_json::json!([]),
         };
         // A dict is written as its JSON (no string in the workload reads as one).
-        let metadata = match r["user_metadata"].as_str().map(serde_json::from_str::<Value>) {
+        let metadata = match r["user_metadata"]
+            .as_str()
+            .map(serde_json::from_str::<Value>)
+        {
             Some(Ok(object @ Value::Object(_))) => object,
             _ => r["user_metadata"].clone(),
         };
