@@ -52,41 +52,29 @@ pub struct Labels {
 
 impl Labels {
     /// The private pools of `d`'s final segments, each born at the last `segment_alloc`
-    /// of its address in `trace` (read only where a private pool exists), and where the
-    /// history `annotates`, each tensor's annotations.
+    /// of its address in `trace`, and where the history `annotates`, each tensor's
+    /// annotations: one reading of the history, and none where neither is wanted.
     pub fn of_device(p: &Pickle, d: &DeviceSnapshot, trace: &[Value], annotates: bool) -> Labels {
-        let mut private: Vec<Born> = super::allocator_input::private_segments(d)
+        let private = super::allocator_input::private_segments(d)
             .into_iter()
             .map(|segment| Born {
                 segment,
                 entry: None,
             })
             .collect();
-        if !private.is_empty() {
-            for (i, &v) in trace.iter().enumerate() {
-                let Ok(e) = super::history::entry(p, v) else {
-                    continue;
-                };
-                if e.action != Action::SegmentAlloc {
-                    continue;
-                }
-                if let Ok(k) = private.binary_search_by_key(&e.addr, |s| s.segment.addr) {
-                    private[k].entry = Some(i);
-                }
-            }
-        }
         let mut labels = Labels {
             private,
             ..Labels::default()
         };
-        if annotates {
-            labels.annotations(p, trace);
+        if annotates || !labels.private.is_empty() {
+            labels.walk(p, trace, annotates);
         }
         labels
     }
 
-    /// Each `annotate` entry of `trace` given to the tensor live at its address then.
-    fn annotations(&mut self, p: &Pickle, trace: &[Value]) {
+    /// Reads `trace` once: each private segment's last `segment_alloc`, and (`annotates`)
+    /// each `annotate` entry given to the tensor live at its address then.
+    fn walk(&mut self, p: &Pickle, trace: &[Value], annotates: bool) {
         let mut live: Map<u64, usize> = Map::default();
         let mut allocated: std::collections::HashSet<u64, rustc_hash::FxBuildHasher> =
             Default::default();
@@ -95,17 +83,25 @@ impl Labels {
                 continue;
             };
             match &e.action {
-                Action::Alloc => {
+                Action::SegmentAlloc => {
+                    let at = self
+                        .private
+                        .binary_search_by_key(&e.addr, |s| s.segment.addr);
+                    if let Ok(k) = at {
+                        self.private[k].entry = Some(i);
+                    }
+                }
+                Action::Alloc if annotates => {
                     live.insert(e.addr, i);
                     allocated.insert(e.addr);
                 }
-                Action::FreeCompleted => {
+                Action::FreeCompleted if annotates => {
                     // A tensor from before the history freed: later annotations there
                     // are of no tensor from before.
                     live.remove(&e.addr);
                     allocated.insert(e.addr);
                 }
-                Action::Other(a) if a == ANNOTATE => {
+                Action::Other(a) if annotates && a == ANNOTATE => {
                     let text = e.user_metadata.and_then(|m| self.metadata(p, m));
                     let list = match live.get(&e.addr) {
                         Some(&at) => Some(self.annotated.entry(at).or_default()),
