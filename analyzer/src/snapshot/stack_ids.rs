@@ -63,37 +63,27 @@ impl StackIds {
         }
     }
 
-    /// The number of `label` (0: none, or past [`MOST_LABELS`]).
-    /// Past [`MOST_LABELS`], a new label keeps its pool alone (a pool is a final segment's:
-    /// there are few), and what it said besides is left out, counted.
+    /// The number of `label` (0: none), and the label it stands for: past [`MOST_LABELS`],
+    /// a new label keeps its pool alone (a pool is a final segment's: there are few), and
+    /// what it said besides is left out, counted.
     fn label_id(&mut self, label: Label) -> (u64, Label) {
-        if label.is_empty() {
-            return (0, label);
-        }
-        if let Some(&id) = self.label_ids.get(&label) {
-            return (id, label);
-        }
-        let label = if self.label_ids.len() as u64 >= MOST_LABELS && label.pool.is_none() {
-            self.labels_left_out += 1;
-            return (0, Label::default());
-        } else if self.label_ids.len() as u64 >= MOST_LABELS {
+        let full = self.label_ids.len() as u64 >= MOST_LABELS;
+        let label = if full && !label.is_empty() && !self.label_ids.contains_key(&label) {
             let pool = Label {
                 pool: label.pool,
                 ..Label::default()
             };
-            if pool != label {
-                self.labels_left_out += 1;
-            }
-            if let Some(&id) = self.label_ids.get(&pool) {
-                return (id, pool);
-            }
+            self.labels_left_out += u64::from(pool != label);
             pool
         } else {
             label
         };
+        if label.is_empty() {
+            return (0, label);
+        }
         let next = self.label_ids.len() as u64 + 1;
-        self.label_ids.insert(label.clone(), next);
-        (next, label)
+        let id = *self.label_ids.entry(label.clone()).or_insert(next);
+        (id, label)
     }
 
     /// The stack id of `frames` (innermost first), reduced to what a person reads, under
