@@ -63,7 +63,7 @@ pub fn report(args: ReportArgs) -> Result<i32, String> {
         oom: &oom,
         leaks: &leaks,
         plots,
-        moments: moments.finish(&run),
+        moments,
     });
     let page = report::page(&Report {
         view: &view,

@@ -6,7 +6,7 @@
 
 use super::groups::{self, Group};
 use crate::model::{GroupBytes, Map};
-use crate::replay::{Run, RunDevices, RunGroupKey, Step};
+use crate::replay::{DeviceId, Run, RunDevices, RunGroupKey, Step};
 use serde::Serialize;
 
 /// Most moments kept for a run.
@@ -133,9 +133,17 @@ impl MomentWatch {
             .saturating_mul(self.spacing);
     }
 
-    pub fn finish(self, run: &Run) -> Vec<Moment> {
-        let ordinals: Vec<groups::OrdinalOf> = (0..run.devices.devices.len())
-            .map(|i| groups::ordinals(run, i))
+    /// The moments of the run devices `drawn` says are shown: a page draws a few dozen
+    /// GPUs of a thousand-rank run, and each moment's groups name their frames.
+    pub fn finish(self, run: &Run, drawn: impl Fn(&DeviceId) -> bool) -> Vec<Moment> {
+        let shown: Vec<bool> = run
+            .devices
+            .devices
+            .iter()
+            .map(|(id, _)| drawn(id))
+            .collect();
+        let ordinals: Vec<Option<groups::OrdinalOf>> = (0..run.devices.devices.len())
+            .map(|i| shown[i].then(|| groups::ordinals(run, i)))
             .collect();
         self.taken
             .into_iter()
@@ -145,22 +153,23 @@ impl MomentWatch {
                     .reserved
                     .iter()
                     .enumerate()
-                    .map(|(i, reserved)| {
+                    .filter_map(|(i, reserved)| {
+                        let ordinals = ordinals.get(i)?.as_ref()?;
                         let (layer, h) = match t.tensors.iter().find(|(d, _)| *d == i) {
                             Some((_, h)) => ("allocated", h),
                             None => ("reserved", reserved),
                         };
                         let id = &run.devices.devices[i].0;
                         let map: Map<RunGroupKey, GroupBytes> = h.top.iter().copied().collect();
-                        MomentDevice {
+                        Some(MomentDevice {
                             host: id.host.clone(),
                             gpu: id.gpu.clone(),
                             layer,
                             bytes: h.bytes,
                             blocks: h.blocks,
                             group_count: h.groups,
-                            groups: groups::of_run(run, &map, &ordinals[i]),
-                        }
+                            groups: groups::of_run(run, &map, ordinals),
+                        })
                     })
                     .collect(),
             })

@@ -103,7 +103,7 @@ pub struct Inputs<'a> {
     pub oom: &'a OomView,
     pub leaks: &'a Leaks,
     pub plots: Vec<DevicePlot>,
-    pub moments: Vec<Moment>,
+    pub moments: super::moments::MomentWatch,
 }
 
 pub fn build(i: Inputs) -> ReportView {
@@ -221,13 +221,20 @@ pub fn build(i: Inputs) -> ReportView {
             gpus.join(", ")
         })
         .collect();
+    // The live sets of the GPUs drawn alone.
+    let moments = i.moments.finish(i.run, |id| {
+        plots
+            .iter()
+            .take(MOST_PLOTS)
+            .any(|p| p.host == id.host && p.gpu == id.gpu)
+    });
     ReportView {
         verdict: verdict(s, i.oom, &at_end, &plots, many_hosts),
         command: s.processes.first().map(|p| p.command()).unwrap_or_default(),
         plots,
         rank_gpus,
         timeless: s.duration_ns == 0,
-        moments: i.moments,
+        moments,
         peaks,
         failures,
         at_end,
