@@ -1,5 +1,5 @@
 //! A small snapshot's events, made before the replay (`snapshots.rs`) and held until it
-//! reads them: about 15 bytes each where an event is 176, since a directory of snapshots
+//! reads them: about 13 bytes each where an event is 176, since a directory of snapshots
 //! holds all of theirs at once. An event is packed only where unpacking gives it back
 //! exactly (checked as it is packed), as variable-length integers, its time, address
 //! and stack as the change from the event before (a history's neighbours are close);
