@@ -28,7 +28,7 @@ fn block(address: u64, size: u64, requested: u64, state: BlockState) -> Block {
         size,
         requested_size: Some(requested),
         state,
-        frames: vec![frame("train.py", 7, "step")],
+        frames: vec![frame("train.py", 7, "step")].into(),
     }
 }
 
@@ -41,7 +41,7 @@ fn entry(action: Action, addr: u64, size: u64, time_us: i64) -> TraceEntry {
         time_us: Some(time_us),
         device_free: None,
         extra: Default::default(),
-        frames: vec![frame("train.py", 7, "step"), frame("run.py", 1, "<module>")],
+        frames: vec![frame("train.py", 7, "step"), frame("run.py", 1, "<module>")].into(),
     }
 }
 
@@ -59,7 +59,7 @@ fn model() -> Snapshot {
         is_expandable: false,
         // What the writer puts in every segment: the default pools.
         segment_pool_id: Some((0, 0)),
-        frames: vec![],
+        frames: Default::default(),
         blocks,
     };
     let mut oom = entry(Action::Oom, 0, 64 * MIB, 6);

@@ -201,10 +201,14 @@ fn settings(map: &mut serde_json::Map<String, Value>) {
 /// names and line numbers stay.
 pub fn snapshot(content: &[u8]) -> Result<Vec<u8>, String> {
     let mut snap = crate::snapshot::parse_snapshot(content)?;
-    let cut = |frames: &mut Vec<crate::snapshot::Frame>| {
-        for f in frames.iter_mut() {
-            f.filename = snapshot_file(&f.filename).into();
-        }
+    let cut = |frames: &mut crate::snapshot::Frames| {
+        *frames = frames
+            .iter()
+            .map(|f| crate::snapshot::Frame {
+                filename: snapshot_file(&f.filename).into(),
+                ..f.clone()
+            })
+            .collect();
     };
     for d in &mut snap.devices {
         for seg in &mut d.segments {

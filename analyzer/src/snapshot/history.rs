@@ -4,7 +4,7 @@
 //! once per list in the file ([`FrameReader`]), as PyTorch's pickler shares one list per
 //! distinct stack.
 
-use super::model::{Action, Frame};
+use super::model::{Action, Frame, Frames};
 use super::pickle::entry::{ACTION, FRAMES, INT_KEYS, USER_METADATA};
 use super::pickle::{Pickle, Value};
 use crate::model::Map;
@@ -141,6 +141,8 @@ pub fn device_traces(p: &Pickle) -> Result<Vec<Value>, String> {
 #[derive(Default)]
 pub struct FrameReader {
     strings: Map<usize, Arc<str>>,
+    /// [`FrameReader::shared`]'s lists, by the pickle object they were read from.
+    lists: Map<usize, Frames>,
 }
 
 impl FrameReader {
@@ -172,5 +174,18 @@ impl FrameReader {
                 name: self.shared_str(p, p.get(f, "name")),
             })
             .collect()
+    }
+
+    /// [`FrameReader::frames`], read once per list object of the pickle and shared after.
+    pub fn shared(&mut self, p: &Pickle, v: Option<Value>) -> Frames {
+        let Some(Value::List(id) | Value::Tuple(id)) = v else {
+            return Frames::default();
+        };
+        if let Some(f) = self.lists.get(&id) {
+            return f.clone();
+        }
+        let f: Frames = self.frames(p, v).into();
+        self.lists.insert(id, f.clone());
+        f
     }
 }

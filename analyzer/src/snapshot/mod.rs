@@ -17,12 +17,13 @@ pub mod names;
 pub mod pickle;
 pub mod read;
 pub mod stack_ids;
+mod start_events;
 pub mod write;
 
 pub use figures::{figures, Figures};
 pub use model::{
-    Action, Annotation, Block, BlockState, DeviceSnapshot, Frame, Generation, Segment, Snapshot,
-    TraceEntry,
+    Action, Annotation, Block, BlockState, DeviceSnapshot, Frame, Frames, Generation, Segment,
+    Snapshot, TraceEntry,
 };
 pub use read::{parse_snapshot, read_snapshot};
 pub use write::{memory_viz_bytes, write_memory_viz};

@@ -65,7 +65,7 @@ pub struct Segment {
     /// `segment_pool_id`: the private pool (CUDA graphs, `torch.cuda.MemPool`) the segment
     /// belongs to, `(0, 0)` for the default pools; `None` when the file does not say.
     pub segment_pool_id: Option<(i64, i64)>,
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
     /// In address order, covering the segment.
     pub blocks: Vec<Block>,
 }
@@ -79,7 +79,7 @@ pub struct Block {
     /// Bytes the caller asked for; `None` in files too old to say.
     pub requested_size: Option<u64>,
     pub state: BlockState,
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +122,7 @@ pub struct TraceEntry {
     pub time_us: Option<i64>,
     /// `oom` entries: what the driver reported free.
     pub device_free: Option<u64>,
-    pub frames: Vec<Frame>,
+    pub frames: Frames,
     /// Every other key, as JSON: `user_metadata` (a string or a dict), `compile_context`,
     /// what an `annotate` entry carries, and keys newer than this reader.
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -137,7 +137,7 @@ impl Default for TraceEntry {
             stream: 0,
             time_us: None,
             device_free: None,
-            frames: Vec::new(),
+            frames: Frames::default(),
             extra: serde_json::Map::new(),
         }
     }
@@ -202,6 +202,11 @@ impl Action {
         }
     }
 }
+
+/// A frame list, shared by the blocks, segments and entries whose pickle names one list
+/// (PyTorch's pickler writes each list once and refers to it after): a segment-heavy file
+/// repeats each stack in thousands of blocks.
+pub type Frames = Arc<[Frame]>;
 
 /// A stack frame; the strings are shared between the many entries that repeat them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! From a decoded pickle to the snapshot model, for every generation of the format.
 
 use super::history::{self, expansion_budget, FrameReader, EXPANDS};
-use super::model::{Action, Block, BlockState, Frame, Generation, Segment, Snapshot, TraceEntry};
+use super::model::{Action, Block, BlockState, Frames, Generation, Segment, Snapshot, TraceEntry};
 use super::pickle::{self, Pickle, Value};
 use std::io::Read;
 use std::path::Path;
@@ -256,7 +256,7 @@ impl Reader<'_> {
         let frames = match (p.get(b, "frames"), last) {
             (Some(f), _) => self.frames(Some(f))?,
             (None, Some(h)) if state != BlockState::Inactive => self.frames(p.get(h, "frames"))?,
-            _ => Vec::new(),
+            _ => Frames::default(),
         };
         Ok((
             Block {
@@ -274,7 +274,7 @@ impl Reader<'_> {
         let h = history::entry(self.p, e)?;
         let frames = match self.history_frames || h.action == Action::Oom {
             true => self.frames(h.frames)?,
-            false => Vec::new(),
+            false => Frames::default(),
         };
         Ok(TraceEntry {
             action: h.action,
@@ -362,11 +362,13 @@ impl Reader<'_> {
         }
     }
 
-    fn frames(&mut self, v: Option<Value>) -> Result<Vec<Frame>, String> {
+    /// The frames of list `v`, counted against the budget at each reference (the views
+    /// walk a block's frames however many blocks share them).
+    fn frames(&mut self, v: Option<Value>) -> Result<Frames, String> {
         if let Some(list) = v.and_then(|v| self.p.seq(v)) {
             self.spend(list.len())?;
         }
-        Ok(self.frames.frames(self.p, v))
+        Ok(self.frames.shared(self.p, v))
     }
 
     /// A dict key as text: strings bare, the rest as JSON.

@@ -349,7 +349,7 @@ impl MemoryVizBuilder {
                         .into(),
                         is_expandable: false,
                         segment_pool_id: pool,
-                        frames: frames_of(p, seg.stack),
+                        frames: frames_of(p, seg.stack).into(),
                         blocks: with_free_gaps(addr, seg.size, inside),
                     },
                 ));
@@ -376,7 +376,7 @@ impl MemoryVizBuilder {
                                 .and_then(|k| run.processes.get(pending.process)?.failures.get(k))
                                 .and_then(|f| f.driver_at_failure())
                                 .map(|d| d.free),
-                            frames: frames_of(pending.process, pending.stack),
+                            frames: frames_of(pending.process, pending.stack).into(),
                             extra: user_metadata(run, &pending),
                         };
                         let notes = annotations(run, &entry, &pending);
@@ -472,7 +472,7 @@ fn block(address: u64, size: u64, state: BlockState, frames: Vec<Frame>) -> Bloc
         size,
         requested_size: None,
         state,
-        frames,
+        frames: frames.into(),
     }
 }
 

@@ -48,7 +48,7 @@ pub fn snapshot<'a>(
                 segment_type: seg.pool.name().to_string(),
                 is_expandable: seg.expandable,
                 segment_pool_id: None,
-                frames: Vec::new(),
+                frames: Default::default(),
                 blocks: seg
                     .blocks
                     .iter()
@@ -63,7 +63,7 @@ pub fn snapshot<'a>(
                         } else {
                             BlockState::Inactive
                         },
-                        frames: Vec::new(),
+                        frames: Default::default(),
                     })
                     .collect(),
             })
