@@ -17,8 +17,8 @@ use super::labels::Labels;
 use super::model::{Action, DeviceSnapshot};
 use super::pickle::{Pickle, Value};
 use super::stack_ids::StackIds;
+use super::start_events::{block_alloc, pages, StartEvents};
 use crate::allocator::check;
-use crate::allocator::expandable::page_size;
 use crate::allocator::follow::{Follow, Shape};
 use crate::allocator::start::{self, Fit, Misfit, Start};
 use crate::allocator::{Event as Request, Settings, StartSegment};
@@ -202,6 +202,8 @@ pub struct Cursor {
     /// The allocator's shape at each `oom` entry, in order, and after the last entry.
     pub shapes: Vec<Shape>,
     pub end_shape: Option<Shape>,
+    /// What was alive before the history, handed out before its first entry.
+    start: StartEvents,
     pending: VecDeque<Event>,
     pub labels: Labels,
 }
@@ -215,32 +217,16 @@ impl Cursor {
             segments: r.start.segments.len(),
             ..Window::default()
         };
-        let mut pending = VecDeque::new();
         for s in &r.start.segments {
             window.reserved = window.reserved.saturating_add(s.size);
-            let page = s.expandable.then(|| page_size(s.pool));
-            pending.extend(reserved(start_t, dev, s.addr, s.size, s.stream, page));
-        }
-        for s in &r.start.segments {
             for b in &s.blocks {
                 window.tensors += 1;
                 window.allocated = window.allocated.saturating_add(b.size);
                 window.requested = window.requested.saturating_add(b.requested);
                 window.freed_inside += b.freed_inside as usize;
-                let stack = match b.freed_inside {
-                    true => r.freed_stacks.get(&b.addr).copied().unwrap_or(0),
-                    false => r.stacks.get(&b.addr).copied().unwrap_or(0),
-                };
-                pending.push_back(block_alloc(
-                    start_t,
-                    dev,
-                    b.addr,
-                    b.size,
-                    b.requested,
-                    stack,
-                ));
             }
         }
+        let start = StartEvents::new(&r.start, start_t, dev, &r.stacks, &r.freed_stacks);
         Cursor {
             dev,
             list: r.list,
@@ -251,7 +237,8 @@ impl Cursor {
             window,
             shapes: Vec::new(),
             end_shape: None,
-            pending,
+            start,
+            pending: VecDeque::new(),
             labels: r.labels,
         }
     }
@@ -280,6 +267,12 @@ impl Cursor {
     /// Reads entries until one gives events, or the history ends; `time` puts epoch
     /// microseconds on the run's clock.
     pub fn fill(&mut self, p: &Pickle, stacks: &mut StackIds, time: impl Fn(i64) -> u64) {
+        if self.pending.is_empty() {
+            if let Some(e) = self.start.next() {
+                self.pending.push_back(e);
+                return;
+            }
+        }
         let trace = entries(p, self.list);
         while self.pending.is_empty() && self.next < trace.len() {
             let i = self.next;
@@ -400,16 +393,6 @@ impl Cursor {
     }
 }
 
-/// `[addr, addr + size)` in pages of `page` bytes where it is whole pages of it, else in
-/// one piece: (address, size) of each.
-fn pages(addr: u64, size: u64, page: Option<u64>) -> impl Iterator<Item = (u64, u64)> {
-    let page = page
-        .filter(|&p| p > 0 && size.is_multiple_of(p))
-        .unwrap_or(size.max(1));
-    let n = size.div_ceil(page);
-    (0..n).map(move |k| (addr + k * page, page.min(size)))
-}
-
 /// Reserved memory the driver gave: a segment (`cudaMalloc`), or the pages of an
 /// expandable segment (`cuMemCreate` and `cuMemMap`, one handle a page as PyTorch maps
 /// them, named by the page's address).
@@ -435,13 +418,4 @@ fn reserved(t: u64, dev: i32, addr: u64, size: u64, stream: u64, page: Option<u6
         out.push(e);
     }
     out
-}
-
-fn block_alloc(t: u64, dev: i32, addr: u64, size: u64, requested: u64, stack: u64) -> Event {
-    let mut e = Event::new(t, 0, dev, Api::VramtraceBlockAlloc, 0);
-    e.addr = addr;
-    e.size = size;
-    e.requested = Some(requested);
-    e.stack = stack;
-    e
 }
