@@ -93,7 +93,7 @@ fn tensors_are_grouped_by_their_user_metadata_and_private_pool_as_python_reads_t
     assert!(text.contains("no label"), "{text}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("the user_metadata of 1 allocation left out"),
+        stderr.contains("the user_metadata of 1 history entry left out"),
         "{stderr}"
     );
     assert!(stderr.contains("1 annotation left out"), "{stderr}");
@@ -250,7 +250,7 @@ pickle.dump({"segments": segments, "device_traces": [trace]}, open(sys.argv[1], 
         "{stderr}"
     );
     assert!(
-        stderr.contains("the user_metadata of 21 allocations left out"),
+        stderr.contains("the user_metadata of 21 history entries left out"),
         "{stderr}"
     );
     // Checked before copied: not 5 GB of copies.

@@ -347,7 +347,7 @@ impl SnapshotEvents {
             if c.labels.unread_metadata > 0 {
                 f.notes.push(format!(
                     "note: {path}: device {}: the user_metadata of {} left out (not a string or a dict of them, or over 4096 bytes)",
-                    c.dev, crate::units::count(c.labels.unread_metadata, "allocation")
+                    c.dev, entries(c.labels.unread_metadata)
                 ));
             }
             if c.labels.annotations_left_out > 0 {
@@ -410,4 +410,13 @@ fn header(path: &Path, origin_us: Option<i64>) -> Header {
 /// `HOST-`) -> PID.
 fn pid_of(name: &str) -> Option<u32> {
     super::names::writer(name).map(|(_, pid)| pid)
+}
+
+/// `n` history entries, in words (`allocation` and `annotate` entries both carry
+/// `user_metadata`).
+fn entries(n: u64) -> String {
+    match n {
+        1 => "1 history entry".to_string(),
+        n => format!("{n} history entries"),
+    }
 }

@@ -40,7 +40,8 @@ struct Born {
 pub struct Labels {
     /// By address.
     private: Vec<Born>,
-    /// `user_metadata` values left out: neither a string nor a dict of them, or too long.
+    /// `user_metadata` values left out (of `alloc` and `annotate` entries): neither a
+    /// string nor a dict of them, or too long.
     pub unread_metadata: u64,
     /// Annotations of tensors by the entry that allocated them, and of tensors from
     /// before the history by address.
