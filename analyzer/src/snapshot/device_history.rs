@@ -209,7 +209,7 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// The cursor of `r`, its start's segments and tensors queued at time `start_t`.
+    /// The cursor of `r`: its start's segments and tensors come first, at time `start_t`.
     pub fn new(r: Rebuilt, start_t: u64) -> Cursor {
         let dev = r.device as i32;
         let mut window = Window {
@@ -264,8 +264,8 @@ impl Cursor {
             .collect()
     }
 
-    /// Reads entries until one gives events, or the history ends; `time` puts epoch
-    /// microseconds on the run's clock.
+    /// Takes the start's next event, or else reads entries until one gives events or the
+    /// history ends; `time` puts epoch microseconds on the run's clock.
     pub fn fill(&mut self, p: &Pickle, stacks: &mut StackIds, time: impl Fn(i64) -> u64) {
         if self.pending.is_empty() {
             if let Some(e) = self.start.next() {

@@ -178,7 +178,7 @@ impl FrameReader {
 
     /// [`FrameReader::frames`], read once per list object of the pickle and shared after.
     pub fn shared(&mut self, p: &Pickle, v: Option<Value>) -> Frames {
-        let Some(Value::List(id) | Value::Tuple(id)) = v else {
+        let Some(Value::List(id) | Value::Tuple(id) | Value::Set(id)) = v else {
             return Frames::default();
         };
         if let Some(f) = self.lists.get(&id) {
